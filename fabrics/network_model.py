@@ -1,0 +1,87 @@
+"""The network-model protocol (paper 003, Section 4.3 and Appendix B.4).
+
+GXNET's executor registers each collective with its earliest start time until nothing more
+can be registered, then calls ``advance()``; the network model returns the completions it
+has resolved (at least one while anything is pending). Analytical and Simlette models are
+interchangeable behind this protocol (``network=analytical|simlette``).
+
+Before the walk the model receives the deployment's demand (Table 1 rows); a registered
+collective outside that demand is an error (B.4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+COLLECTIVES = ("allreduce", "alltoall", "allgather", "reducescatter", "alltoallv")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DemandEntry:
+    """One row of the deployment-time demand table (paper 003, Table 1)."""
+
+    region: str  # "attention" | "ffn" | "lm_head" | ...
+    axis: str  # mesh axis name: "world", "kvp", "tpa", "ep", "tpe", "tp"
+    collective: str  # one of COLLECTIVES, or "none"
+    groups: int  # G: number of disjoint groups
+    ranks: int  # R: ranks per group
+    calls_per_step: int
+    payload_bytes: int  # per-rank buffer sigma per call
+
+    def key(self) -> tuple[str, str, str]:
+        return (self.region, self.axis, self.collective)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CollectiveCall:
+    """One collective instance registered with a network model.
+
+    ``groups`` lists every concurrent group of this call as tuples of global ranks; ranks with
+    identical behaviour are represented once in GXNET's plan but the network model sees all
+    groups, so it can account for shared links (Simlette) or ignore them (analytical).
+    """
+
+    call_id: int
+    region: str
+    axis: str
+    collective: str
+    groups: tuple[tuple[int, ...], ...]
+    payload_bytes: int  # per-rank buffer sigma
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completion:
+    call_id: int
+    start_s: float
+    end_s: float
+    schedule: str = ""  # schedule the model used, for traces
+
+
+@runtime_checkable
+class NetworkModel(Protocol):
+    def prepare(self, demand: tuple[DemandEntry, ...], world: int) -> None:
+        """Receive the deployment demand before execution (OCS planning happens here)."""
+
+    def register(self, call: CollectiveCall, earliest_start_s: float) -> None:
+        """Register a collective whose dependencies are satisfied at ``earliest_start_s``."""
+
+    def advance(self) -> list[Completion]:
+        """Resolve at least one pending collective and return the completions."""
+
+
+def check_in_demand(call: CollectiveCall, demand: tuple[DemandEntry, ...]) -> None:
+    """B.4: a registered collective outside the declared demand is an error."""
+    for row in demand:
+        if (
+            row.region == call.region
+            and row.axis == call.axis
+            and row.collective == call.collective
+            and row.ranks == len(call.groups[0])
+            and row.groups == len(call.groups)
+        ):
+            return
+    raise RuntimeError(
+        f"collective {call.collective} on axis {call.axis} in region {call.region} "
+        f"({len(call.groups)}x{len(call.groups[0])}) is outside the declared demand"
+    )
