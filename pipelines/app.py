@@ -82,24 +82,131 @@ def run_guarded(fn: Callable[[], Any]) -> Any:
 
 
 def gx_main(config_name: str) -> Callable[[Callable], Callable[[], None]]:
-    """Decorator turning ``fn(cfg) -> (results, artifacts)`` into a Hydra entry point."""
+    """Decorator turning ``fn(cfg) -> results | (results, artifacts)`` into a Hydra entry point.
+
+    ``-m`` multiruns go to the ``gx_ray`` launcher (Ray + MLflow, ``pipelines.sweep``); a single
+    run writes its files and, when ``tracking.enabled``, logs one MLflow run.
+    """
 
     def deco(fn: Callable) -> Callable[[], None]:
         import hydra
         from hydra.core.hydra_config import HydraConfig
 
-        @hydra.main(version_base=None, config_path=CONF_DIR, config_name=config_name)
         def _main(cfg) -> None:
             out_dir = Path(HydraConfig.get().runtime.output_dir)
             outcome = run_guarded(lambda: fn(cfg))
             results, artifacts = outcome if isinstance(outcome, tuple) else (outcome, None)
             write_outputs(out_dir, results, artifacts)
+            track_single_run(config_name, cfg, results, out_dir)
+
+        _main.gx_pipeline = config_name  # read by the gx_ray launcher
+        hydra_main = hydra.main(version_base=None, config_path=CONF_DIR, config_name=config_name)(_main)
 
         @functools.wraps(fn)
         def entry() -> None:
-            _main()
+            precheck_overrides(config_name, sys.argv[1:])
+            hydra_main()
 
         entry.task = fn  # the undecorated task, for Ray workers and tests
         return entry
 
     return deco
+
+
+def track_single_run(pipeline: str, cfg, results: dict, out_dir: Path) -> None:
+    """Log a single (non-sweep) run to MLflow when the config enables tracking."""
+    tracking = cfg.get("tracking") if hasattr(cfg, "get") else None
+    if not tracking or not tracking.get("enabled", False):
+        return
+    from omegaconf import OmegaConf
+
+    from pipelines.sweep import point_config
+    from pipelines.tracking import Tracker, config_hash, default_uri
+
+    plain = point_config(OmegaConf.to_container(cfg, resolve=True))
+    tracker = Tracker(uri=tracking.get("uri") or default_uri(), experiment=tracking.get("experiment") or "gxnet")
+    tracker.log_point(None, pipeline=pipeline, cfg_hash=config_hash(pipeline, plain), name=pipeline,
+                      params=plain, results=results, artifact_dir=out_dir, error=None)
+
+
+_HYDRA_FLAGS_WITH_VALUE = {"--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--experimental-rerun"}
+
+
+def precheck_overrides(config_name: str, argv: list[str]) -> None:
+    """Compose the config before Hydra runs, so a bad override is one line and exit 2.
+
+    Hydra itself reports composition errors with exit code 1 and a hint paragraph; the
+    project's rule for bad input is one line and exit 2, keeping Hydra's own message. For a
+    ``-m`` sweep, every value of every swept key is composed once (with the other keys at
+    their first value), so a bad option fails before Ray starts, without composing the
+    whole cartesian product.
+    """
+    if any(a in ("--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc") for a in argv):
+        return
+    overrides: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in _HYDRA_FLAGS_WITH_VALUE:
+            skip = True
+            continue
+        if arg.startswith("-"):
+            continue
+        if arg.lstrip("+~").startswith("hydra.") or arg.lstrip("+~").startswith("hydra/"):
+            continue
+        overrides.append(arg)
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from pipelines.schema import validate
+
+    try:
+        variants = _sweep_variants(overrides)
+        with initialize_config_dir(version_base=None, config_dir=CONF_DIR):
+            for variant in variants:
+                composed = compose(config_name=config_name, overrides=variant)
+                validate(config_name, OmegaConf.to_container(composed, resolve=True))
+    except Exception as exc:  # Hydra/OmegaConf composition and parse errors
+        message = " ".join(str(exc).split()).split(" Config search path:")[0]
+        hint = "" if "Available options" in message else _option_hint(message)
+        user_error(f"{message}{hint}")
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _sweep_variants(overrides: list[str]) -> list[list[str]]:
+    """Override lists covering every value of every swept key at least once."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    base, swept = [], []
+    for o in parsed:
+        if o.is_sweep_override():
+            key = o.get_key_element()
+            values = [f"{key}={v}" for v in o.sweep_string_iterator()]
+            base.append(values[0])
+            swept.append((len(base) - 1, values))
+        else:
+            base.append(o.input_line)
+    variants = [base]
+    for pos, values in swept:
+        for value in values[1:]:
+            variants.append(base[:pos] + [value] + base[pos + 1:])
+    return variants
+
+
+def _option_hint(message: str) -> str:
+    """Name the available options when Hydra could not find a config group option."""
+    import re
+
+    m = re.search(r"Could not find '([\w/]+)/([\w.-]+)'", message)
+    if not m:
+        return ""
+    group_dir = Path(CONF_DIR) / m.group(1)
+    if not group_dir.is_dir():
+        return ""
+    options = sorted(p.stem for p in group_dir.glob("*.yaml"))
+    return f" (unknown {m.group(1)} {m.group(2)!r}; available: {', '.join(options)})"

@@ -1,0 +1,327 @@
+"""VarioPath offline analyzer: the channel-family catalog tree (paper 000, Section 4.1, Algorithm 1).
+
+1. Group-level path instances R_ad: for each ordered pair of switch-local rank groups, the
+   distinct shared-resource footprints L(r) (endpoint attachments omitted) with their rates. An
+   instance with an empty footprint (e.g. PIX) can carry several lanes at once, so it is
+   replicated g times (copies are taken in order, which removes symmetric duplicates).
+2. PRUNE_PATHS drops r when another r' of the same pair has L(r') ⊆ L(r) and bw(r') >= bw(r),
+   one of them strict.
+3. A pruned binary DFS over the ordered instances: CANADD (footprint disjoint from the partial
+   family, group out/in degrees below g), SUFFIXOK (the remaining instances can still fill every
+   group's g outgoing and g incoming slots), COMPLETE (every group has g of each). A complete
+   family B gives its shape M_ad = |B ∩ R_ad| and goes to bucket B[M].
+4. PRUNE_FAMILIES removes duplicates and families dominated within their shape (same footprints
+   pairwise, no lower rates, one strictly higher).
+
+The catalog depends only on the topology and is cached on disk under its topology hash.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from collectives.alltoallv.channels import ChannelTopology
+from collectives.errors import SpecError
+
+CATALOG_FORMAT = "gxnet.variopath.catalog/1"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Instance:
+    """A group-level path instance r in R_ad."""
+
+    a: int
+    d: int
+    kind: str
+    shared: tuple[str, ...]
+    rate_Bps: float
+    copy: int = 0  # replica index of an empty-footprint instance
+
+    @property
+    def key(self) -> tuple[str, tuple[str, ...]]:
+        return (self.kind, self.shared)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Catalog:
+    topology_hash: str
+    n_groups: int
+    g: int
+    instances: tuple[Instance, ...]
+    shapes: np.ndarray = field(compare=False)  # (J, G, G) lane counts, one per realizable shape
+    buckets: tuple[tuple[tuple[int, ...], ...], ...]  # per shape: families as sorted instance indices
+    build_s: float
+    complete: bool  # False when the DFS budget stopped the enumeration early
+    stats: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def n_shapes(self) -> int:
+        return len(self.buckets)
+
+    @property
+    def n_families(self) -> int:
+        return sum(len(b) for b in self.buckets)
+
+    def summary(self) -> dict:
+        return {"shapes": self.n_shapes, "families": self.n_families, "build_s": self.build_s,
+                "complete": self.complete, **{k: v for k, v in self.stats.items() if k != "cache"},
+                "cache": self.stats.get("cache", "off")}
+
+    def to_json(self) -> dict:
+        return {"format": CATALOG_FORMAT, "topology_hash": self.topology_hash, "n_groups": self.n_groups, "g": self.g,
+                "instances": [[r.a, r.d, r.kind, list(r.shared), r.rate_Bps, r.copy] for r in self.instances],
+                "shapes": self.shapes.tolist(), "buckets": [[list(f) for f in b] for b in self.buckets],
+                "build_s": self.build_s, "complete": self.complete, "stats": self.stats}
+
+    @staticmethod
+    def from_json(obj: dict) -> "Catalog":
+        if obj.get("format") != CATALOG_FORMAT:
+            raise ValueError("not a catalog file of this format")
+        return Catalog(topology_hash=obj["topology_hash"], n_groups=obj["n_groups"], g=obj["g"],
+                       instances=tuple(Instance(a=a, d=d, kind=k, shared=tuple(s), rate_Bps=r, copy=c)
+                                       for a, d, k, s, r, c in obj["instances"]),
+                       shapes=np.asarray(obj["shapes"], dtype=np.int64).reshape(-1, obj["n_groups"], obj["n_groups"]),
+                       buckets=tuple(tuple(tuple(f) for f in b) for b in obj["buckets"]),
+                       build_s=obj["build_s"], complete=obj["complete"], stats=dict(obj.get("stats", {})))
+
+
+def group_instances(topology: ChannelTopology) -> tuple[list[Instance], int]:
+    """R_ad for every ordered group pair, after PRUNE_PATHS; returns (instances, pruned count)."""
+    g = topology.g
+    out: list[Instance] = []
+    pruned = 0
+    for a, va in enumerate(topology.groups):
+        for d, vd in enumerate(topology.groups):
+            if a == d and g < 2:
+                continue
+            i = va[0]
+            j = vd[0] if a != d else va[1]
+            best: dict[tuple, float] = {}
+            for p in topology.options(i, j):
+                best[p.key] = max(best.get(p.key, 0.0), p.rate_Bps)
+            cands = list(best.items())
+            kept = []
+            for (kind, shared), rate in cands:
+                fs = set(shared)
+                dominated = any(
+                    set(s2) <= fs and r2 >= rate and (set(s2) != fs or r2 > rate)
+                    for (k2, s2), r2 in cands if (k2, s2) != (kind, shared))
+                if dominated:
+                    pruned += 1
+                else:
+                    kept.append(((kind, shared), rate))
+            for (kind, shared), rate in sorted(kept, key=lambda kv: (-kv[1], kv[0])):
+                copies = g if not shared else 1
+                out.extend(Instance(a=a, d=d, kind=kind, shared=shared, rate_Bps=rate, copy=c) for c in range(copies))
+    return out, pruned
+
+
+def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = None,
+                  max_nodes: int = 400_000, max_families_per_shape: int = 64) -> Catalog:
+    """Algorithm 1 (with an explicit DFS budget), cached under ``cache_dir/<topology hash>.json``."""
+    thash = topology.topology_hash()
+    if cache_dir is not None:
+        path = Path(cache_dir) / f"{thash}-{max_nodes}-{max_families_per_shape}.json"
+        if path.exists():
+            try:
+                cat = Catalog.from_json(json.loads(path.read_text()))
+                cat.stats["cache"] = "hit"
+                return cat
+            except (ValueError, KeyError, json.JSONDecodeError):
+                pass  # a stale or foreign file: rebuild and overwrite
+    t0 = time.perf_counter()
+    G, g = topology.n_groups, topology.g
+    inst, pruned_paths = group_instances(topology)
+    inst.sort(key=lambda r: (r.a, r.d, -r.rate_Bps, r.kind, r.shared, r.copy))
+    m = len(inst)
+    res_index: dict[str, int] = {}
+    masks = []
+    for r in inst:
+        mask = 0
+        for s in r.shared:
+            mask |= 1 << res_index.setdefault(s, len(res_index))
+        masks.append(mask)
+    src = [r.a for r in inst]
+    dst = [r.d for r in inst]
+    prev_copy = [(t - 1 if inst[t].copy > 0 else -1) for t in range(m)]
+    # Symmetry breaking over interchangeable NIC ports: the k-th use (in instance order) of a
+    # port class must take port k, so families equal up to relabelling ports are built once.
+    cls_index: dict[str, int] = {}
+    port_uses = [tuple((cls_index.setdefault(c, len(cls_index)), k)
+                       for r_id in r.shared if r_id in topology.port_class
+                       for c, k in [topology.port_class[r_id]]) for r in inst]
+    cls_count = [0] * len(cls_index)
+    # suffix_out[t][a]: instances at positions >= t leaving group a (SUFFIXOK's capacity count)
+    suffix_out = [[0] * G for _ in range(m + 1)]
+    suffix_in = [[0] * G for _ in range(m + 1)]
+    for t in range(m - 1, -1, -1):
+        suffix_out[t] = suffix_out[t + 1][:]
+        suffix_in[t] = suffix_in[t + 1][:]
+        suffix_out[t][src[t]] += 1
+        suffix_in[t][dst[t]] += 1
+
+    out_deg = [0] * G
+    in_deg = [0] * G
+    chosen: list[int] = []
+    selected = [False] * m
+    families: dict[bytes, list[tuple[int, ...]]] = {}
+    shape_of: dict[bytes, np.ndarray] = {}
+    counters = {"nodes": 0, "complete_families": 0, "truncated": False, "stop": False}
+    total_needed = G * g
+
+    def suffix_ok(t: int) -> bool:
+        so, si = suffix_out[t], suffix_in[t]
+        for a in range(G):
+            if out_deg[a] + so[a] < g or in_deg[a] + si[a] < g:
+                return False
+        return True
+
+    forced = [-1]  # coverage phase: the instance pre-selected in this run (never re-decided)
+
+    def record() -> None:
+        shape = np.zeros((G, G), dtype=np.int64)
+        for k in chosen:
+            shape[src[k], dst[k]] += 1
+        key = shape.tobytes()
+        bucket = families.setdefault(key, [])
+        shape_of[key] = shape
+        counters["complete_families"] += 1
+        fam = tuple(sorted(chosen))
+        if fam in bucket:
+            return
+        if len(bucket) < max_families_per_shape:
+            bucket.append(fam)
+            covered.update(fam)
+        else:
+            counters["truncated"] = True
+
+    def explore(t: int, used: int) -> None:
+        counters["nodes"] += 1
+        if counters["nodes"] > budget[0]:
+            counters["stop"] = True
+            return
+        if len(chosen) == total_needed:  # COMPLETE: every group has g outgoing and g incoming lanes
+            record()
+            if forced[0] >= 0:
+                counters["stop"] = True  # coverage runs need one family only
+            return
+        if t >= m or not suffix_ok(t):
+            return
+        if t == forced[0]:
+            explore(t + 1, used)
+            return
+        a, d = src[t], dst[t]
+        # CANADD: resource-disjoint, degrees below g, replicas taken in order. (We try the include
+        # branch first: the enumerated set is the same, but a budget-cut search has then already
+        # found complete families instead of exhausting exclude-branches.)
+        if ((masks[t] & used) == 0 and out_deg[a] < g and in_deg[d] < g
+                and (prev_copy[t] < 0 or selected[prev_copy[t]])
+                and all(cls_count[c] == k for c, k in port_uses[t])):
+            for c, _ in port_uses[t]:
+                cls_count[c] += 1
+            chosen.append(t)
+            selected[t] = True
+            out_deg[a] += 1
+            in_deg[d] += 1
+            explore(t + 1, used | masks[t])
+            out_deg[a] -= 1
+            in_deg[d] -= 1
+            selected[t] = False
+            chosen.pop()
+            for c, _ in port_uses[t]:
+                cls_count[c] -= 1
+            if counters["stop"]:
+                return
+        explore(t + 1, used)  # exclude r_t
+
+    covered: set[int] = set()
+    budget = [max_nodes]
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, m + 1000))
+    try:
+        counters["stop"] = False
+        explore(0, 0)
+        truncated = counters["stop"] or counters["truncated"]
+        # Coverage (ours, only when the budget cut the DFS): make sure every path instance appears
+        # in at least one family, so every group pair with demand has a shape that serves it.
+        if truncated:
+            for r in range(m):
+                if r in covered or inst[r].copy > 0 or any(k > 0 for _, k in port_uses[r]):
+                    continue  # replicas and higher NIC ports are covered up to relabelling
+                forced[0] = r
+                counters["stop"] = False
+                budget[0] = counters["nodes"] + max(20_000, max_nodes // max(1, 4 * m))
+                a, d = src[r], dst[r]
+                chosen.append(r)
+                selected[r] = True
+                out_deg[a] += 1
+                in_deg[d] += 1
+                for c, _ in port_uses[r]:
+                    cls_count[c] += 1
+                explore(0, masks[r])
+                for c, _ in port_uses[r]:
+                    cls_count[c] -= 1
+                out_deg[a] -= 1
+                in_deg[d] -= 1
+                selected[r] = False
+                chosen.pop()
+            forced[0] = -1
+    finally:
+        sys.setrecursionlimit(limit)
+    counters["truncated"] = truncated
+    counters["uncovered"] = sum(1 for r in range(m) if r not in covered and inst[r].copy == 0
+                                and not any(k > 0 for _, k in port_uses[r]))
+
+    # PRUNE_FAMILIES: exact duplicates (replicas collapse) and rate-dominated families per shape.
+    keys = sorted(families, key=lambda k: (-int(shape_of[k].trace()), k))
+    buckets = []
+    shapes = []
+    n_dup = n_dom = 0
+    for k in keys:
+        seen: dict[tuple, tuple[int, ...]] = {}
+        for fam in families[k]:
+            canon = tuple(sorted((inst[t].a, inst[t].d, inst[t].kind, inst[t].shared) for t in fam))
+            if canon in seen:
+                n_dup += 1
+                continue
+            seen[canon] = fam
+        kept = []
+        for canon, fam in seen.items():
+            rates = sorted(inst[t].rate_Bps for t in fam)
+            dom = False
+            for canon2, fam2 in seen.items():
+                if canon2 == canon:
+                    continue
+                fp1 = sorted((x[0], x[1], x[3]) for x in canon)
+                fp2 = sorted((x[0], x[1], x[3]) for x in canon2)
+                rates2 = sorted(inst[t].rate_Bps for t in fam2)
+                if fp1 == fp2 and all(r2 >= r1 for r1, r2 in zip(rates, rates2)) and rates2 != rates:
+                    dom = True
+                    break
+            if dom:
+                n_dom += 1
+            else:
+                kept.append(fam)
+        buckets.append(tuple(kept))
+        shapes.append(shape_of[k])
+    build_s = time.perf_counter() - t0
+    cat = Catalog(topology_hash=thash, n_groups=G, g=g, instances=tuple(inst),
+                  shapes=np.asarray(shapes, dtype=np.int64).reshape(-1, G, G), buckets=tuple(buckets),
+                  build_s=build_s, complete=not counters["truncated"],
+                  stats={"instances": m, "pruned_paths": pruned_paths, "dfs_nodes": counters["nodes"],
+                         "uncovered_instances": counters["uncovered"],
+                         "duplicate_families": n_dup, "dominated_families": n_dom, "cache": "miss" if cache_dir else "off"})
+    if not buckets:
+        raise SpecError(f"topology {topology.name} has no realizable channel shape; check that every group can reach the others")
+    if cache_dir is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(cat.to_json()))
+        tmp.replace(path)
+    return cat

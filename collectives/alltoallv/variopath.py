@@ -1,0 +1,285 @@
+"""VarioPath online scheduler: channel-guided demand decomposition (paper 000, Section 4.2, Algorithm 2).
+
+Per activation:
+1. aggregate the remaining demand by rank-group pair, D̂_ad = Σ_{i∈V_a, j∈V_d} D^rem_ij (Eq. 5),
+   and pick the shape M* = argmax Σ D̂_ad M_ad (Eq. 6, bottleneck pressure);
+2. for every family B in the bucket B[M*], bind endpoints with the multi-start Alternating
+   Algorithm on the credits h_ijr = min(D^rem_ij / τ, bw(r)) (Eqs. 7-8): fix destinations and
+   solve one g x g assignment per source group, then fix sources and solve one per destination
+   group, until no sweep improves F_B or I_AA sweeps ran;
+3. EVALUATE each candidate: x_i = min(τ bw(p_i), D^rem_{i,π(i)}) (Eq. 9), utility
+   U_B = Σ x / (λ + max x_i / bw(p_i)) (Eq. 10); append the best activation and subtract it.
+
+τ is one invocation-wide quantum derived from K_target (Section 5, "Global execution
+granularity"): the busiest rank's volume at the fastest path rate, divided by K_target = k * N
+rounds (the paper uses N ... 3N, i.e. k in [1, 3]).
+
+All families of one shape list their lanes in the same (source group, destination group) order,
+so a bucket is bound as one batch over (families x starts) in numpy.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from collectives.alltoallv.activations import Activation, AlltoallvSchedule, Lane
+from collectives.alltoallv.assignment import batched_assignment
+from collectives.alltoallv.catalog import Catalog
+from collectives.alltoallv.channels import ChannelTopology
+from collectives.errors import SpecError
+
+_FORBID = -1e30  # credit of a self-pair (i == j), never chosen while a derangement exists
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VarioPathParams:
+    k_target_per_rank: float = 3.0  # K_target = k * N (paper: N ... 3N)
+    n_start: int = 4  # N_start
+    aa_sweeps: int = 4  # I_AA
+    overhead_s: float = 0.0  # λ, per-activation overhead used in EVALUATE
+    seed: int = 0
+    assignment: str = "auto"  # "auto" | "lsa" | "enumerate" (see assignment.py)
+    rank_pressure: float = 4.0  # ours, 0 = paper: credits weighted by 1 + β (load_i + load_j) / (2 max load)
+    shape_beam: int = 1  # shapes bound per activation: 1 = the paper's M* only; >1 also tries the next-best
+
+    def __post_init__(self) -> None:
+        if not self.k_target_per_rank > 0:
+            raise SpecError(f"k_target_per_rank={self.k_target_per_rank} must be positive (paper: K_target = N..3N, i.e. 1..3)")
+        if self.n_start < 1 or self.aa_sweeps < 1 or self.shape_beam < 1:
+            raise SpecError(f"n_start={self.n_start}, aa_sweeps={self.aa_sweeps} and shape_beam={self.shape_beam} must be at least 1")
+        if self.overhead_s < 0:
+            raise SpecError(f"overhead_s={self.overhead_s} must be non-negative")
+        if self.assignment not in ("auto", "lsa", "enumerate"):
+            raise SpecError(f"assignment={self.assignment!r}; choose auto, lsa or enumerate")
+
+
+def quantum_s(demand: np.ndarray, topology: ChannelTopology, k_target_per_rank: float,
+              group_caps: tuple[np.ndarray, np.ndarray] | None = None) -> float:
+    """τ such that the demand drains in about K_target = k * N rounds.
+
+    The expected completion is a lower bound: the busiest rank at the fastest path rate and, when
+    the catalog's group capacities are given, the busiest rank group's traffic to other groups
+    at the best contention-free rate out of (into) that group.
+    """
+    d = np.asarray(demand, dtype=np.float64)
+    t_est = max(d.sum(axis=1).max(), d.sum(axis=0).max()) / topology.max_rate_Bps()
+    if group_caps is not None:
+        cap_out, cap_in = group_caps
+        onehot = np.zeros((topology.n_ranks, topology.n_groups))
+        for a, grp in enumerate(topology.groups):
+            onehot[list(grp), a] = 1.0
+        dg = onehot.T @ d @ onehot
+        np.fill_diagonal(dg, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_out = np.where(dg.sum(axis=1) > 0, dg.sum(axis=1) / cap_out, 0.0)
+            t_in = np.where(dg.sum(axis=0) > 0, dg.sum(axis=0) / cap_in, 0.0)
+        t_est = max(t_est, float(t_out.max()), float(t_in.max()))
+    return max(t_est / (k_target_per_rank * topology.n_ranks), 1e-15)
+
+
+class VarioPathPlanner:
+    """Online planner bound to one topology and its catalog (reused across invocations)."""
+
+    def __init__(self, topology: ChannelTopology, catalog: Catalog, params: VarioPathParams = VarioPathParams(),
+                 name: str = "variopath"):
+        if catalog.topology_hash != topology.topology_hash():
+            raise SpecError("catalog was built for another topology; rebuild it (topology hash mismatch)")
+        self.topology, self.catalog, self.params, self.name = topology, catalog, params, name
+        G, g, N = catalog.n_groups, catalog.g, topology.n_ranks
+        self.G, self.g, self.N = G, g, N
+        self.groups = np.array(topology.groups, dtype=np.int64)  # (G, g)
+        self.onehot = np.zeros((N, G))
+        self.onehot[self.groups.ravel(), np.repeat(np.arange(G), g)] = 1.0
+        self.shapes_flat = catalog.shapes.reshape(len(catalog.buckets), -1).astype(np.float64)
+        inst = catalog.instances
+        self.bucket_arrays = []
+        S = params.n_start
+        rng = np.random.default_rng(params.seed)
+        for fams in catalog.buckets:
+            fam_arr = np.array(fams, dtype=np.int64)  # (H, N)
+            H = len(fams)
+            lane_a = np.array([inst[t].a for t in fams[0]], dtype=np.int64)
+            lane_d = np.array([inst[t].d for t in fams[0]], dtype=np.int64)
+            rates = np.array([[inst[t].rate_Bps for t in f] for f in fams])
+            in_lanes = np.stack([np.flatnonzero(lane_d == d) for d in range(G)])
+            # N_start initial bindings per family (start 0 in group order, the others random but
+            # fixed by the seed, so plans are deterministic): (H*S, N) sources and destinations
+            perm = np.tile(np.arange(g), (S, 2 * G, 1))
+            if S > 1:
+                perm[1:] = rng.permuted(perm[1:], axis=2)
+            src0 = self.groups[np.arange(G)[None, :, None], perm[:, :G]].reshape(S, N)
+            dst0 = np.empty((S, N), dtype=np.int64)
+            dst0[:, in_lanes] = self.groups[np.arange(G)[None, :, None], perm[:, G:]]
+            self.bucket_arrays.append({
+                "fam": fam_arr, "lane_a": lane_a, "lane_d": lane_d, "rates": rates, "in_lanes": in_lanes,
+                "r_b": np.repeat(rates, S, axis=0)[:, :, None], "src0": np.tile(src0, (H, 1)),
+                "dst0": np.tile(dst0, (H, 1)), "cand_src": self.groups[lane_a], "cand_dst": self.groups[lane_d],
+                "H": H, "max_rate": rates.max()})
+        # best contention-free rate out of / into each group towards other groups (for τ)
+        cap_out = np.zeros(G)
+        cap_in = np.zeros(G)
+        for b in self.bucket_arrays:
+            cross = (b["lane_a"] != b["lane_d"])[None, :] * b["rates"]
+            cap_out = np.maximum(cap_out, (cross[:, :, None] * (b["lane_a"][None, :, None] == np.arange(G))).sum(1).max(0))
+            cap_in = np.maximum(cap_in, (cross[:, :, None] * (b["lane_d"][None, :, None] == np.arange(G))).sum(1).max(0))
+        self.group_caps = (np.where(cap_out > 0, cap_out, np.inf), np.where(cap_in > 0, cap_in, np.inf))
+        self._by_key = {k: {p.key: p for p in v} for k, v in topology.paths.items()}
+        self._diag = np.arange(N) * (N + 1)
+
+    def _path(self, i: int, j: int, t: int):
+        r = self.catalog.instances[t]
+        try:
+            return self._by_key[(i, j)][r.key]
+        except KeyError:
+            raise SpecError(f"ranks {i}->{j} lack the path {r.kind} {r.shared} of their group pair; "
+                            "the rank groups are not topology-equivalent") from None
+
+    def _greedy_binding(self, b: dict, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Lanes in order of their best remaining credit take their best free (i, j), i != j."""
+        lane_a, lane_d, N = b["lane_a"], b["lane_d"], self.N
+        free_src = {a: list(self.groups[a]) for a in range(self.G)}
+        free_dst = {d: list(self.groups[d]) for d in range(self.G)}
+        src = np.empty(N, dtype=np.int64)
+        dst = np.empty(N, dtype=np.int64)
+        best_first = sorted(range(N), key=lambda k: -q[np.ix_(self.groups[lane_a[k]], self.groups[lane_d[k]])].max())
+        for k in best_first:
+            cands = [(q[i, j], i, j) for i in free_src[lane_a[k]] for j in free_dst[lane_d[k]] if i != j]
+            if not cands:
+                cands = [(q[i, j], i, j) for i in free_src[lane_a[k]] for j in free_dst[lane_d[k]]]
+            _, i, j = max(cands)
+            src[k], dst[k] = i, j
+            free_src[lane_a[k]].remove(i)
+            free_dst[lane_d[k]].remove(j)
+        # repair a forced self-pair: swap its destination with another lane into the same group
+        # (that lane's source differs and its destination differs, so no new self-pair appears)
+        for k in np.flatnonzero(src == dst):
+            others = [kk for kk in np.flatnonzero(lane_d == lane_d[k]) if kk != k]
+            kk = max(others, key=lambda o: q[src[k], dst[o]] + q[src[o], dst[k]])
+            dst[k], dst[kk] = dst[kk], dst[k]
+        return src, dst
+
+    def _bind(self, j: int, rem: np.ndarray, q: np.ndarray, tau: float, tie_break: bool = False, w=None):
+        """Multi-start AA for every family of bucket j; returns the best (x, src, dst, family) or None."""
+        b = self.bucket_arrays[j]
+        G, g, N, S, H = self.G, self.g, self.N, self.params.n_start, b["H"]
+        B = H * S
+        r_b, cand_src, cand_dst, in_lanes = b["r_b"], b["cand_src"], b["cand_dst"], b["in_lanes"]
+        src, dst = b["src0"], b["dst0"].copy()
+        tie_src = tie_dst = 0.0
+        if tie_break:
+            # Used only when the plain AA found nothing (ours): where every credit of a lane is
+            # zero, prefer endpoints that still have demand towards the lane's other group, so
+            # sparse residual demand cannot trap the AA in an all-zero binding.
+            cap_q = np.minimum(q, b["max_rate"])
+            pot_out = 1e-6 * cap_q[:, self.groups].max(axis=2)  # (N, G)
+            pot_in = 1e-6 * cap_q[self.groups, :].max(axis=1)  # (G, N)
+            tie_src = pot_out[cand_src, b["lane_d"][:, None]]
+            tie_dst = pot_in[b["lane_a"][:, None], cand_dst][in_lanes]
+            # and replace the first start of every family by a greedy demand-first binding, which
+            # escapes the AA's fixed points where a derangement lane blocks the needed endpoint
+            src, dst = src.copy(), dst.copy()
+            gs, gd = self._greedy_binding(b, q)
+            src[::S], dst[::S] = gs, gd
+        method = self.params.assignment
+        best = None
+        lanes_idx = np.arange(N)[None, :]
+        for _ in range(self.params.aa_sweeps):
+            v = np.minimum(q[cand_src[None, :, :], dst[:, :, None]], r_b)  # (B, N, g)
+            if w is not None:
+                v *= w[cand_src[None, :, :], dst[:, :, None]]
+            cols = batched_assignment((v + tie_src).reshape(B * G, g, g), method).reshape(B, N)
+            src = cand_src[lanes_idx, cols]
+            v = np.minimum(q[src[:, :, None], cand_dst[None, :, :]], r_b)
+            if w is not None:
+                v *= w[src[:, :, None], cand_dst[None, :, :]]
+            v = v[:, in_lanes]  # (B, G, g, g)
+            cols = batched_assignment((v + tie_dst).reshape(B * G, g, g), method).reshape(B, G, g)
+            dst[:, in_lanes] = cand_dst[in_lanes, cols]
+            f = np.minimum(q[src, dst], r_b[:, :, 0])
+            if w is not None:
+                f *= w[src, dst]
+            f = f.sum(axis=1)  # F_B (Eq. 8), self-pairs -> -inf-like
+            if best is not None and not (f > best * (1 + 1e-12) + 1e-300).any():
+                break
+            best = f if best is None else np.maximum(best, f)
+        pick = f.reshape(H, S).argmax(axis=1) + np.arange(H) * S  # best start per family
+        src, dst, r = src[pick], dst[pick], b["rates"]
+        x = np.minimum(np.maximum(1.0, np.floor(tau * r)), rem[src, dst])  # Eq. 9
+        x[f[pick] < 0] = 0.0  # a binding that kept a self-pair is not a channel
+        total = x.sum(axis=1)
+        util = total / (self.params.overhead_s + (x / r).max(axis=1) + 1e-300)  # Eq. 10
+        h = int(util.argmax())
+        if total[h] <= 0:
+            return None
+        return x[h], src[h], dst[h], b["fam"][h], float(util[h])
+
+    def plan(self, demand: np.ndarray) -> AlltoallvSchedule:
+        demand = check_demand(demand, self.N)
+        t0 = time.perf_counter()
+        rem = demand.astype(np.float64)
+        tau = quantum_s(demand, self.topology, self.params.k_target_per_rank, self.group_caps)
+        raw = []  # (src, dst, instance, bytes) per activation: what the runtime needs
+        guard = 50 * self.N * self.N + 100 * int(np.count_nonzero(demand)) + 1000
+        left = rem.sum()
+        onehot, onehot_t, shapes_flat, diag = self.onehot, self.onehot.T, self.shapes_flat, self._diag
+        while left > 0:
+            if len(raw) > guard:
+                raise RuntimeError("VarioPath did not drain the demand; this is a bug")
+            q = rem * (1.0 / tau)
+            q.flat[diag] = _FORBID
+            w = None
+            if self.params.rank_pressure:
+                # ours: the busiest ranks bound the completion (they must stay busy on fast paths
+                # to the end), so their lanes' credits count more in the binding
+                ls, lr = rem.sum(axis=1), rem.sum(axis=0)
+                w = 1.0 + self.params.rank_pressure * (ls[:, None] + lr[None, :]) / (2.0 * max(ls.max(), lr.max()))
+            scores = shapes_flat @ (onehot_t @ rem @ onehot).ravel()  # Eqs. 5-6
+            found = None
+            for j in np.argsort(-scores, kind="stable")[: self.params.shape_beam]:
+                if scores[j] <= 0:
+                    break
+                cand = self._bind(int(j), rem, q, tau, w=w)
+                if cand is not None and (found is None or cand[4] > found[4]):
+                    found = cand
+            if found is None:  # rare: retry the best shapes with the tie-break, then the rest
+                for j in np.argsort(-scores, kind="stable"):
+                    if scores[j] <= 0:
+                        break
+                    found = self._bind(int(j), rem, q, tau, tie_break=True, w=w)
+                    if found is not None:
+                        break
+            if found is None:
+                raise RuntimeError("no catalog shape serves the remaining demand; the catalog is incomplete")
+            x, src, dst, fam, _ = found
+            raw.append((x, src, dst, fam))
+            rem[src, dst] -= x
+            left -= x.sum()
+        planning_s = time.perf_counter() - t0
+        acts = tuple(Activation(lanes=tuple(
+            Lane(src=int(i), dst=int(k), path=self._path(int(i), int(k), int(t)), bytes=int(v))
+            for i, k, t, v in zip(src, dst, fam, x) if v > 0)) for x, src, dst, fam in raw)
+        emit_s = time.perf_counter() - t0 - planning_s
+        return AlltoallvSchedule(scheduler=self.name, platform=self.topology.name, n_ranks=self.N, demand=demand,
+                                 activations=acts, channels=True,
+                                 meta={"planning_s": planning_s, "emit_s": emit_s, "tau_s": tau,
+                                       "planning_s_per_activation": planning_s / max(1, len(acts))})
+
+
+def check_demand(demand, n: int) -> np.ndarray:
+    d = np.asarray(demand)
+    if d.shape != (n, n):
+        raise SpecError(f"demand matrix has shape {d.shape}; it must be {n} x {n} for {n} ranks")
+    if not np.issubdtype(d.dtype, np.number) or not np.all(np.isfinite(d)):
+        raise SpecError("demand matrix must hold finite numbers of bytes")
+    if (d < 0).any():
+        raise SpecError("demand matrix has negative entries; volumes are bytes >= 0")
+    if not np.allclose(d, np.round(d)):
+        raise SpecError("demand matrix must hold whole numbers of bytes")
+    d = np.round(d).astype(np.int64)
+    if np.diag(d).any():
+        d = d.copy()
+        np.fill_diagonal(d, 0)  # self traffic is handled locally (Section 2.3)
+    return d

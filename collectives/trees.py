@@ -1,0 +1,100 @@
+"""Balanced shortest-path trees on a Cayley graph (one-shot DVO, direct all-to-all).
+
+By vertex transitivity one tree T of rank 0 serves every origin o as o + T. Each element
+delta at distance k picks the generator g of its last hop (its parent is delta - g, at distance
+k - 1). In phase k every rank then sends, over generator g, one item per delta at distance k
+whose last hop is g. The data-volume-optimised one-shot (DVO) chooses these last hops so that
+the most loaded generator per phase carries as little as possible: an exact bottleneck
+assignment per sphere (binary search on the capacity + augmenting paths), deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from collectives.topology import invariants, register_cache, topology_key
+
+_TREES: dict[tuple, "BalancedTree"] = register_cache({})
+
+
+@dataclass(frozen=True, slots=True)
+class BalancedTree:
+    last_hop: dict  # delta -> generator of the last hop (delta != 0)
+    level_loads: tuple[dict, ...]  # level_loads[k-1][g] = #deltas at distance k with last hop g
+    subtree: dict  # delta -> size of its subtree (including itself)
+
+    def route(self, delta: int, topo) -> tuple[int, ...]:
+        """Generators along the tree path from 0 to delta."""
+        hops = []
+        while delta != 0:
+            g = self.last_hop[delta]
+            hops.append(g)
+            delta = topo.sub(delta, g)
+        return tuple(reversed(hops))
+
+
+def balanced_tree(topo) -> BalancedTree:
+    key = topology_key(topo)
+    hit = _TREES.get(key)
+    if hit is not None:
+        return hit
+    inv = invariants(topo)
+    dist = inv.dist
+    gens = tuple(sorted(topo.generators))
+    last_hop: dict[int, int] = {}
+    loads = []
+    for k in range(1, len(inv.spheres)):
+        items = inv.spheres[k]
+        options = {d: [g for g in gens if dist[topo.sub(d, g)] == k - 1] for d in items}
+        assignment = _bottleneck_assign(items, options, gens)
+        last_hop.update(assignment)
+        load = {g: 0 for g in gens}
+        for g in assignment.values():
+            load[g] += 1
+        loads.append(load)
+    subtree = {d: 1 for d in last_hop}
+    subtree[0] = 1
+    for k in range(len(inv.spheres) - 1, 0, -1):
+        for d in inv.spheres[k]:
+            subtree[topo.sub(d, last_hop[d])] += subtree[d]
+    tree = BalancedTree(last_hop=last_hop, level_loads=tuple(loads), subtree=subtree)
+    _TREES[key] = tree
+    return tree
+
+
+def _bottleneck_assign(items, options, gens) -> dict:
+    """Assign each item one of its options minimising the largest count per option."""
+    cap = max(1, math.ceil(len(items) / len(gens)))
+    while True:
+        result = _assign_with_cap(items, options, gens, cap)
+        if result is not None:
+            return result
+        cap += 1
+
+
+def _assign_with_cap(items, options, gens, cap):
+    owned: dict[int, list[int]] = {g: [] for g in gens}
+    match: dict[int, int] = {}
+
+    def augment(item, visited) -> bool:
+        for g in options[item]:
+            if g in visited:
+                continue
+            visited.add(g)
+            if len(owned[g]) < cap:
+                owned[g].append(item)
+                match[item] = g
+                return True
+            for other in list(owned[g]):
+                if augment(other, visited):
+                    owned[g].remove(other)
+                    owned[g].append(item)
+                    match[item] = g
+                    return True
+        return False
+
+    for it in items:
+        if not augment(it, set()):
+            return None
+    return match

@@ -1,0 +1,150 @@
+"""Worker allocation: logical rank → accelerator (paper 003, Appendix C.1 layer 2, C.7).
+
+* ``linear_allocation`` — rank r on accelerator r: racks hold consecutive ranks, so the
+  lowest bits of the rank label are rack-local (what the all-EPS baseline and the all-OCS
+  planner assume; the OCS planner picks rank-label bit partitions itself, Appendix A.1).
+* ``bit_allocation`` — for power-of-two worlds and racks: a chosen set of rank-label bits
+  indexes the position inside a rack, the other bits the rack.
+* ``balanced_hybrid_allocation`` — the hybrid fabric's placement (C.7): the planner places
+  workers "such that bandwidth demand is balanced across the level-2 OCS devices". We search
+  the rack-local bit sets and keep the one whose rack-to-rack demand, after the level-2
+  circuits are sized to it (``fabrics.routing.rack_circuit_counts``) and traffic follows the
+  shortest circuit routes, gives the lowest bytes on the busiest circuit; ties go to less
+  inter-rack traffic, then to the lexicographically first bit set.
+
+Traffic is described by groups of ranks exchanging ``pair_bytes`` between every ordered pair
+inside a group (the uniform any-to-any pattern of one-shot all-reduce and all-to-all, which is
+what the hybrid fabric's native schedules send across level 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Sequence
+
+import numpy as np
+
+from collectives.errors import SpecError
+from fabrics.physical import PhysicalFabric
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Allocation:
+    """``accelerators[r]`` is the accelerator of logical rank r."""
+
+    accelerators: tuple[int, ...]
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        accs = tuple(int(a) for a in self.accelerators)
+        object.__setattr__(self, "accelerators", accs)
+        if not accs:
+            raise SpecError("allocation is empty; give one accelerator per rank")
+        if min(accs) < 0:
+            raise SpecError(f"allocation uses accelerator {min(accs)}; accelerator ids are non-negative")
+        if len(set(accs)) != len(accs):
+            raise SpecError("allocation places two ranks on one accelerator; give each rank its own accelerator")
+
+    @property
+    def world(self) -> int:
+        return len(self.accelerators)
+
+    def check_fits(self, fabric: PhysicalFabric) -> None:
+        if max(self.accelerators) >= fabric.accelerators:
+            raise SpecError(
+                f"allocation uses accelerator {max(self.accelerators)} but the fabric has "
+                f"{fabric.accelerators}; raise fabric.accelerators or lower world"
+            )
+
+    def rack_of_rank(self, fabric: PhysicalFabric) -> np.ndarray:
+        return np.asarray(self.accelerators, dtype=np.int64) // fabric.spec.rack_size
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrafficGroups:
+    """Disjoint (or not) groups of ranks; every ordered pair inside a group exchanges pair_bytes."""
+
+    groups: tuple[tuple[int, ...], ...]
+    pair_bytes: float
+
+    def __post_init__(self) -> None:
+        if self.pair_bytes < 0:
+            raise SpecError(f"pair_bytes={self.pair_bytes} must be non-negative")
+
+
+def linear_allocation(world: int) -> Allocation:
+    if world < 1:
+        raise SpecError(f"world={world} must be positive")
+    return Allocation(accelerators=tuple(range(world)), name="linear")
+
+
+def _log2(x: int, what: str) -> int:
+    if x < 1 or x & (x - 1):
+        raise SpecError(f"{what}={x} must be a power of two for a bit allocation")
+    return x.bit_length() - 1
+
+
+def bit_allocation(world: int, rack_size: int, rack_bits: Sequence[int]) -> Allocation:
+    """Rank-label bits ``rack_bits`` (in order) give the position in the rack, the rest the rack."""
+    n = _log2(world, "world")
+    b = _log2(min(rack_size, world), "rack size")
+    bits = tuple(rack_bits)
+    if len(bits) != b or len(set(bits)) != b or any(not 0 <= x < n for x in bits):
+        raise SpecError(f"rack_bits={bits} must be {b} distinct bit positions in 0..{n - 1}")
+    others = [x for x in range(n) if x not in bits]
+    ranks = np.arange(world, dtype=np.int64)
+    pos = np.zeros(world, dtype=np.int64)
+    rack = np.zeros(world, dtype=np.int64)
+    for k, x in enumerate(bits):
+        pos |= ((ranks >> x) & 1) << k
+    for k, x in enumerate(others):
+        rack |= ((ranks >> x) & 1) << k
+    accs = rack * rack_size + pos
+    return Allocation(accelerators=tuple(int(a) for a in accs), name=f"bits{list(bits)}")
+
+
+def rack_demand_bytes(racks_of_rank: np.ndarray, traffic: Sequence[TrafficGroups], racks: int) -> np.ndarray:
+    """racks × racks matrix of bytes sent between different racks (diagonal zero)."""
+    demand = np.zeros((racks, racks), dtype=float)
+    for t in traffic:
+        if not t.groups or t.pair_bytes == 0:
+            continue
+        sizes = {len(g) for g in t.groups}
+        if len(sizes) == 1:  # vectorised: one bincount row per group
+            members = racks_of_rank[np.asarray(t.groups, dtype=np.int64)]
+            counts = np.zeros((len(t.groups), racks))
+            np.add.at(counts, (np.repeat(np.arange(len(t.groups)), members.shape[1]), members.ravel()), 1.0)
+            demand += t.pair_bytes * counts.T @ counts
+        else:
+            for g in t.groups:
+                c = np.bincount(racks_of_rank[list(g)], minlength=racks).astype(float)
+                demand += t.pair_bytes * np.outer(c, c)
+    np.fill_diagonal(demand, 0.0)
+    return demand
+
+
+def balanced_hybrid_allocation(fabric: PhysicalFabric, world: int, traffic: Sequence[TrafficGroups]) -> Allocation:
+    """Placement balancing level-2 demand over the hybrid fabric's OCS circuits (C.7)."""
+    from fabrics.routing import rack_circuit_counts, rack_circuit_load  # routing sizes circuits
+
+    spec = fabric.spec
+    if spec.levels == 1 or world <= spec.rack_size:
+        return linear_allocation(world)
+    if world & (world - 1) or spec.rack_size & (spec.rack_size - 1):
+        return linear_allocation(world)  # bit search needs power-of-two labels; keep racks contiguous
+    n, b = _log2(world, "world"), _log2(spec.rack_size, "rack size")
+    racks = world // spec.rack_size
+    best: tuple | None = None
+    for bits in combinations(range(n), b):
+        alloc = bit_allocation(world, spec.rack_size, bits)
+        rack_of = alloc.rack_of_rank(fabric)
+        demand = rack_demand_bytes(rack_of, traffic, fabric.spec.racks)
+        counts = rack_circuit_counts(demand, spec.up_ports)
+        worst = float(rack_circuit_load(demand, counts).max(initial=0.0))
+        key = (worst, float(demand.sum()), bits)
+        if best is None or key < best[0]:
+            best = (key, alloc)
+    assert best is not None and racks >= 1
+    alloc = best[1]
+    return Allocation(accelerators=alloc.accelerators, name=f"hybrid_balanced{alloc.name[4:]}")

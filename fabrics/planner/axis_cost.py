@@ -1,0 +1,138 @@
+"""Pricing one mesh axis on one logical topology (paper 003, Eq. 1, Appendix A.2-A.3).
+
+The closed forms (h, v) come from ``collectives.schedules``; the planner alone owns λ, R and p
+and forms T = h·λ + v·σ/(p·R). ``auto`` takes the valid schedule with the lowest T; exact ties
+go to the simplest schedule (``TIE_ORDER``: the paper reports the size-4 axis of Table 6 as
+"one-shot (volume-optimised)", which ties there with coset-factored parallel).
+
+Results are kept in an explicit keyed cache (``clear_axis_cache``) so the joint search can
+price thousands of configurations quickly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from collectives.errors import SpecError
+from collectives.schedules import SCHEDULES, schedules_for
+from collectives.topology import CayleyTopology, topology_key
+
+TIE_ORDER = ("one_shot_dvo", "one_shot", "direct", "coset_factored_parallel", "coset_factored",
+             "bruck_parallel", "bruck_radix", "bruck", "rs_ag_parallel", "rs_ag", "recursive_doubling",
+             "halving_doubling", "two_shot", "ring")
+
+
+@dataclass(frozen=True, slots=True)
+class AxisPrice:
+    time_s: float
+    schedule: str
+    h: int
+    v: Fraction
+    topology: str
+
+
+_PRICES: dict[tuple, AxisPrice | None] = {}
+
+
+def clear_axis_cache() -> None:
+    _PRICES.clear()
+
+
+def hockney_time_s(h: int, v: Fraction, sigma_bytes: int, hop_latency_s: float, link_rate_Bps: float, p: int) -> float:
+    """Eq. 1: T = h·λ + v·σ/(p·R)."""
+    return h * hop_latency_s + float(v) * sigma_bytes / (p * link_rate_Bps)
+
+
+def _tie_rank(name: str) -> tuple[int, str]:
+    return (TIE_ORDER.index(name) if name in TIE_ORDER else len(TIE_ORDER), name)
+
+
+def price_axis(topo, collective: str, sigma_bytes: int, *, p: int, hop_latency_s: float,
+               link_rate_Bps: float, schedule: str = "auto") -> AxisPrice | None:
+    """Best (or the requested) schedule on ``topo``; None when no requested schedule is valid."""
+    key = (topology_key(topo), collective, sigma_bytes, p, hop_latency_s, link_rate_Bps, schedule)
+    if key in _PRICES:
+        return _PRICES[key]
+    names = schedules_for(collective) if schedule == "auto" else [schedule]
+    best: tuple | None = None
+    for name in names:
+        entry = SCHEDULES.get(name)
+        if collective not in entry.collectives:
+            raise SpecError(f"schedule {name!r} does not implement {collective}; it serves: {', '.join(entry.collectives)}")
+        if not entry.valid(topo, collective):
+            continue
+        cost = entry.closed_form(topo, collective)
+        t = hockney_time_s(cost.h, cost.v, sigma_bytes, hop_latency_s, link_rate_Bps, p)
+        cand = (t, _tie_rank(name), cost.h, cost.v, name)
+        if best is None or cand[:2] < best[:2]:
+            best = cand
+    price = None if best is None else AxisPrice(time_s=best[0], schedule=best[4], h=best[2], v=best[3],
+                                                 topology=_name(topo))
+    _PRICES[key] = price
+    return price
+
+
+def _name(topo) -> str:
+    """Human name: block-fold structure K_{2^k1}□… when the generators form complete layers."""
+    if getattr(topo, "kind", "") != "xor":
+        return topo.describe()
+    blocks = complete_blocks(topo.n_bits, topo.generators)
+    if blocks is not None:
+        if all(k == 1 for k in blocks):
+            return f"Q{topo.n_bits}"
+        return "□".join(f"K{1 << k}" for k in sorted(blocks, reverse=True))
+    units = {1 << b for b in range(topo.n_bits)}
+    folds = sorted(set(topo.generators) - units)
+    base = f"Q{topo.n_bits}"
+    return base + "".join("+" + format(g, f"0{topo.n_bits}b") for g in folds)
+
+
+def complete_blocks(n_bits: int, generators) -> tuple[int, ...] | None:
+    """Sub-block sizes if the generators are exactly complete layers on disjoint bit blocks."""
+    gens = set(generators)
+    # union-find bits that appear together in a generator
+    parent = list(range(n_bits))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for g in gens:
+        bits = [b for b in range(n_bits) if g >> b & 1]
+        for b in bits[1:]:
+            parent[find(b)] = find(bits[0])
+    blocks: dict[int, int] = {}
+    for b in range(n_bits):
+        blocks[find(b)] = blocks.get(find(b), 0) | (1 << b)
+    total = 0
+    sizes = []
+    for mask in blocks.values():
+        k = bin(mask).count("1")
+        sizes.append(k)
+        total += (1 << k) - 1
+        # every non-zero submask of the block must be present
+        sub = mask
+        while sub:
+            if sub not in gens:
+                return None
+            sub = (sub - 1) & mask
+    return tuple(sizes) if total == len(gens) else None
+
+
+def compress(mask: int, bits: tuple[int, ...]) -> int:
+    """Host mask → axis-local mask (bit bits[i] → bit i)."""
+    return sum(((mask >> b) & 1) << i for i, b in enumerate(bits))
+
+
+def expand(mask: int, bits: tuple[int, ...]) -> int:
+    return sum(((mask >> i) & 1) << b for i, b in enumerate(bits))
+
+
+def axis_topology(host_masks, bits: tuple[int, ...]) -> CayleyTopology:
+    """The axis's view of the host: generators supported inside its bit block (support rule, A.1)."""
+    block = sum(1 << b for b in bits)
+    local = sorted({compress(g, bits) for g in host_masks if g & ~block == 0})
+    return CayleyTopology(n_bits=len(bits), generators=tuple(local))

@@ -1,0 +1,425 @@
+"""The shared-host OCS planner (paper 003, Section 3.2-3.3, Appendices A.1-A.2, Figure 12).
+
+All meshes share one host graph Cay((Z2)^n, S) over the rank labels of N = 2^n accelerators:
+
+1. **Bit partitions.** Each mesh assigns a block of label bits to each axis; an axis group is a
+   coset of its block. The first mesh takes contiguous blocks (last axis on the lowest bits,
+   row-major); every later mesh tries every assignment of bits to its axes (or, when that
+   would exceed ``MAX_PARTITIONS`` combinations, contiguous blocks in both orders).
+2. **Fold ladders.** Each axis's candidate generator sets are the block folds on contiguous
+   runs of its bits (K_{2^k1}□…, the coset layers the coset-factored, RS+AG and Bruck
+   schedules exploit, A.3) and the folded cube; each is priced alone with the axis's schedule
+   (``auto``: best valid) and only the non-dominated (degree, T) points are kept.
+3. **Joint search.** Every combination of ladder options is tried (depth-first, pruned by the
+   port budget); folds are a global resource: an axis is priced on *all* host generators
+   supported inside its block (the support rule, A.1), so folds chosen for one mesh also serve
+   the others. Leftover ports then raise multiplicities greedily; a generator shared by several
+   axes takes the largest multiplicity any of them requires, and an axis runs at the pace of its
+   least-multiplied generator. Objective Σ w·T, T = h·λ + v·σ/(p·R) (Eq. 1), subject to
+   Σ_g p_g ≤ L with shared generators counted once (Eq. 2).
+4. **Edge colouring.** Every generator's edges form a perfect matching, so colouring edges by
+   generator (p_g ports each) is proper; the colouring is checked port by port and, on failure,
+   the plan is redone with one port fewer (Figure 12: "on failure: replan").
+
+Deterministic: enumeration orders are fixed and ties go to the first candidate found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations, product
+
+from collectives.errors import SpecError
+from fabrics.planner.axis_cost import AxisPrice, complete_blocks, compress, expand, price_axis
+from fabrics.planner.request import NO_COLLECTIVE, PlanRequest, request_hash
+
+MAX_PARTITIONS = 400  # bit-partition combinations tried exhaustively
+MAX_LEAVES = 200_000  # fold combinations per partition before the search turns greedy
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AxisPlan:
+    mesh: int
+    axis: int
+    size: int
+    bits: tuple[int, ...]
+    collective: str
+    payload_bytes: int
+    weight: float
+    topology: str
+    degree: int
+    phases: int
+    multiplicity: int
+    schedule: str
+    time_s: float
+    volume: str  # v as a fraction of σ
+    generators: tuple[int, ...] = ()  # host masks the axis uses
+
+    def as_result(self) -> dict:
+        return {"mesh": self.mesh, "axis": self.axis, "size": self.size, "topology": self.topology,
+                "degree": self.degree, "phases": self.phases, "multiplicity": self.multiplicity,
+                "schedule": self.schedule, "time_s": self.time_s}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    request_hash: str
+    allocation: str
+    world: int
+    ports: int
+    total_time_s: float  # Σ w·T
+    host_degree: int  # distinct generators (shared-host) or circuits per node (stacked)
+    ports_used: int
+    axes: tuple[AxisPlan, ...]
+    generators: tuple[tuple[int, int], ...] = ()  # (host mask, multiplicity), shared-host only
+    port_masks: tuple[int | None, ...] = ()  # generator on each port
+    partitions: tuple[tuple[tuple[int, ...], ...], ...] = ()
+    colouring_attempts: int = 1
+    meta: dict = field(default_factory=dict, compare=False)
+
+    def port_permutations(self) -> tuple[tuple[int, ...] | None, ...]:
+        """Rank permutation on every port (for ``fabrics.routing.configure_ocs``)."""
+        return tuple(None if g is None else tuple(x ^ g for x in range(self.world)) for g in self.port_masks)
+
+    def results(self) -> dict:
+        return {"total_time_s": self.total_time_s, "host_degree": self.host_degree, "ports_used": self.ports_used,
+                "ports": self.ports, "allocation": self.allocation, "request_hash": self.request_hash,
+                "axes": [a.as_result() for a in self.axes]}
+
+    def to_json(self) -> dict:
+        d = self.results()
+        d["axes"] = [{**a.as_result(), "bits": list(a.bits), "collective": a.collective,
+                      "payload_bytes": a.payload_bytes, "weight": a.weight, "volume_sigma": a.volume,
+                      "generators": [format(g, f"0{self.world.bit_length() - 1}b") for g in a.generators]}
+                     for a in self.axes]
+        nb = self.world.bit_length() - 1
+        d["generators"] = [{"mask": format(g, f"0{nb}b"), "multiplicity": p} for g, p in self.generators]
+        d["port_masks"] = [None if g is None else format(g, f"0{nb}b") for g in self.port_masks]
+        d["partitions"] = [[list(b) for b in mesh] for mesh in self.partitions]
+        d["colouring_attempts"] = self.colouring_attempts
+        d.update(self.meta)
+        return d
+
+
+# --- axes and their ladders ----------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class _Axis:
+    mesh: int
+    axis: int
+    a: int  # bits
+    collective: str
+    sigma: int
+    weight: float
+    schedule: str
+
+    @property
+    def active(self) -> bool:
+        return self.collective != NO_COLLECTIVE and self.sigma > 0 and self.weight > 0
+
+
+def _axes(req: PlanRequest) -> list[_Axis]:
+    out = []
+    for m, mesh in enumerate(req.meshes):
+        for i, size in enumerate(mesh.shape):
+            out.append(_Axis(m, i, size.bit_length() - 1, mesh.collectives[i], mesh.payloads_bytes[i],
+                             mesh.weights[i], mesh.schedules[i]))
+    return out
+
+
+def _compositions(a: int):
+    for cuts in product((False, True), repeat=a - 1):
+        sizes, k = [], 1
+        for c in cuts:
+            if c:
+                sizes.append(k)
+                k = 1
+            else:
+                k += 1
+        sizes.append(k)
+        yield tuple(sizes)
+
+
+def _local_options(a: int, ports: int) -> list[frozenset[int]]:
+    """Axis-local generator sets of the fold ladder: block folds on contiguous runs, folded cube."""
+    opts: list[frozenset[int]] = []
+    for sizes in _compositions(a):
+        if sum((1 << k) - 1 for k in sizes) > ports:
+            continue
+        gens, off = set(), 0
+        for k in sizes:
+            gens.update(m << off for m in range(1, 1 << k))
+            off += k
+        opts.append(frozenset(gens))
+    if a >= 3 and a + 1 <= ports:
+        opts.append(frozenset({1 << b for b in range(a)} | {(1 << a) - 1}))
+    seen, unique = set(), []
+    for o in opts:
+        if o not in seen:
+            seen.add(o)
+            unique.append(o)
+    return unique
+
+
+class _Pricer:
+    """Prices an axis on an axis-local generator set; keyed cache in front of topology building."""
+
+    def __init__(self, req: PlanRequest):
+        self.req = req
+        self._cache: dict[tuple, AxisPrice | None] = {}
+
+    def price(self, ax: _Axis, local_masks, p: int) -> AxisPrice | None:
+        from collectives.topology import CayleyTopology
+
+        gens = tuple(sorted(local_masks))
+        key = (ax.a, gens, ax.collective, ax.sigma, ax.schedule, p)
+        if key in self._cache:
+            return self._cache[key]
+        topo = CayleyTopology(n_bits=ax.a, generators=gens)
+        price = price_axis(topo, ax.collective, ax.sigma, p=p, hop_latency_s=self.req.hop_latency_s,
+                           link_rate_Bps=self.req.link_rate_Bps, schedule=ax.schedule)
+        self._cache[key] = price
+        return price
+
+
+def _ladder(ax: _Axis, pricer: _Pricer, ports: int) -> list[tuple[frozenset[int], int, float]]:
+    """Non-dominated (local masks, degree, T) points of the axis's fold ladder, cheapest first."""
+    pts = []
+    for local in _local_options(ax.a, ports):
+        pr = pricer.price(ax, local, 1)
+        if pr is not None:
+            pts.append((local, len(local), pr.time_s))
+    if not pts:
+        raise SpecError(f"no valid {ax.collective} schedule {ax.schedule!r} for an axis of {1 << ax.a} ranks on any "
+                        "cube fold; choose schedule=auto or another schedule")
+    keep = [p for p in pts if not any((q[1] <= p[1] and q[2] < p[2] - 1e-15) or (q[1] < p[1] and q[2] <= p[2] + 1e-15)
+                                      for q in pts)]
+    keep.sort(key=lambda p: (p[1], p[2]))
+    return keep
+
+
+# --- partitions ----------------------------------------------------------------------------
+
+def _contiguous_partitions(shape: tuple[int, ...], n: int, *, both_orders: bool) -> list[tuple[tuple[int, ...], ...]]:
+    """Axes on contiguous bit blocks; the default order puts the last axis on the lowest bits."""
+    sizes = [s.bit_length() - 1 for s in shape]
+    orders = [tuple(range(len(sizes)))]
+    if both_orders and len(sizes) > 1:
+        orders.append(tuple(reversed(orders[0])))
+    out = []
+    for order in orders:
+        bits: list[tuple[int, ...]] = [()] * len(sizes)
+        top = n
+        for i in order:  # axes in ``order`` take bits from the top down
+            bits[i] = tuple(range(top - sizes[i], top))
+            top -= sizes[i]
+        out.append(tuple(bits))
+    return out
+
+
+def _all_partitions(shape: tuple[int, ...], n: int) -> list[tuple[tuple[int, ...], ...]]:
+    sizes = [s.bit_length() - 1 for s in shape]
+    if len(sizes) == 1:
+        return [(tuple(range(n)),)]
+    default = _contiguous_partitions(shape, n, both_orders=False)[0]  # row-major first: ties keep it
+    rest = [(b0, tuple(b for b in range(n) if b not in b0)) for b0 in combinations(range(n), sizes[0])]
+    return [default] + [q for q in rest if q != default]
+
+
+def _partition_sets(req: PlanRequest) -> list[tuple[tuple[tuple[int, ...], ...], ...]]:
+    """Bit partitions of all meshes; the first mesh is fixed (the labels are symmetric under bit
+    permutations, so only the alignment of the others to it matters)."""
+    n = req.n_bits
+    per_mesh = [_contiguous_partitions(req.meshes[0].shape, n, both_orders=False)]
+    per_mesh += [_all_partitions(m.shape, n) for m in req.meshes[1:]]
+    total = 1
+    for p in per_mesh:
+        total *= len(p)
+    if total > MAX_PARTITIONS:  # heuristic (A.7): contiguous blocks in both orders only
+        per_mesh = per_mesh[:1] + [_contiguous_partitions(m.shape, n, both_orders=True) for m in req.meshes[1:]]
+    return [tuple(c) for c in product(*per_mesh)]
+
+
+# --- evaluation ----------------------------------------------------------------------------
+
+class _Evaluator:
+    def __init__(self, req: PlanRequest, axes: list[_Axis], bits: list[tuple[int, ...]], pricer: _Pricer):
+        self.req, self.axes, self.bits, self.pricer = req, axes, bits, pricer
+        self.blocks = [sum(1 << b for b in bs) for bs in bits]
+        self._cache: dict[tuple, tuple[float, AxisPrice | None, bool]] = {}
+
+    def axis_time(self, k: int, host: frozenset[int], own: frozenset[int], pg: dict[int, int], p_own: int):
+        """Best of: the axis on its own generator set, or on every host generator supported in
+        its block when those form block folds (folds chosen for other meshes, A.1); schedules may
+        ignore generators, so the own set is always available."""
+        ax, block = self.axes[k], self.blocks[k]
+        full = tuple(sorted(g for g in host if g & ~block == 0))
+        p_full = min((pg.get(g, 1) for g in full), default=1)
+        key = (k, full, own, p_full, p_own)
+        hit = self._cache.get(key)
+        if hit is None:
+            bits = self.bits[k]
+            po = self.pricer.price(ax, [compress(g, bits) for g in own], p_own)
+            pf = None
+            if len(full) > len(own):
+                local_full = [compress(g, bits) for g in full]
+                if complete_blocks(ax.a, local_full) is not None:
+                    pf = self.pricer.price(ax, local_full, p_full)
+            if pf is not None and (po is None or pf.time_s <= po.time_s):
+                hit = (pf.time_s, pf, True)
+            elif po is not None:
+                hit = (po.time_s, po, False)
+            else:
+                hit = (float("inf"), None, False)
+            self._cache[key] = hit
+        return hit
+
+    def objective(self, host: frozenset[int], owns: list[frozenset[int]], ps: list[int]) -> float:
+        return self.objective_and_floor(host, owns, ps)[0]
+
+    def objective_and_floor(self, host: frozenset[int], owns: list[frozenset[int]], ps: list[int]) -> tuple[float, float]:
+        """Σ w·T and Σ w·h·λ (the part no multiplicity can remove, Eq. 1)."""
+        pg = _generator_multiplicities(owns, ps) if any(p > 1 for p in ps) else {}
+        total = floor = 0.0
+        lam = self.req.hop_latency_s
+        for k, ax in enumerate(self.axes):
+            if ax.active:
+                t, price, _ = self.axis_time(k, host, owns[k], pg, ps[k])
+                total += ax.weight * t
+                floor += ax.weight * (price.h * lam if price is not None else float("inf"))
+        return total, floor
+
+
+def _generator_multiplicities(owns: list[frozenset[int]], ps: list[int]) -> dict[int, int]:
+    pg: dict[int, int] = {}
+    for own, p in zip(owns, ps):
+        for g in own:
+            if pg.get(g, 1) < p:
+                pg[g] = p
+    return pg
+
+
+def _ports(host: frozenset[int], owns: list[frozenset[int]], ps: list[int]) -> int:
+    pg = _generator_multiplicities(owns, ps)
+    return sum(pg.get(g, 1) for g in host)
+
+
+def _search_partition(req, axes, bits, pricer, budget):
+    """Best (objective, ports, host, owns, ps) for one bit partition, or None."""
+    ev = _Evaluator(req, axes, bits, pricer)
+    active = [k for k, ax in enumerate(axes) if ax.active]
+    ladders = {}
+    for k in active:
+        ladders[k] = [frozenset(expand(g, bits[k]) for g in local) for local, _, _ in _ladder(axes[k], pricer, budget)]
+    empty = frozenset()
+    best = None
+    leaves = 0
+    min_step = min(axes[k].a for k in active)  # the cheapest multiplicity step: a plain-cube axis
+    owns = [empty] * len(axes)
+
+    def dfs(i: int, host: frozenset[int]) -> None:
+        nonlocal best, leaves
+        if i == len(active):
+            leaves += 1
+            ps = [1] * len(axes)
+            obj, floor = ev.objective_and_floor(host, owns, ps)
+            if len(host) + min_step <= budget and (best is None or floor < best[0]):
+                obj, ps = _raise_multiplicities(ev, host, owns, ps, obj, budget, active)
+            cand = (obj, _ports(host, owns, ps), host, list(owns), ps)
+            if best is None or cand[:2] < best[:2]:
+                best = cand
+            return
+        k = active[i]
+        for opt in ladders[k]:
+            new = host | opt
+            if len(new) > budget:
+                continue
+            if leaves > MAX_LEAVES:
+                return
+            owns[k] = opt
+            dfs(i + 1, frozenset(new))
+        owns[k] = empty
+
+    dfs(0, frozenset())
+    return best
+
+
+def _raise_multiplicities(ev, host, owns, ps, obj, budget, active):
+    """Greedy: spend leftover ports on the multiplicity step that lowers Σ w·T most."""
+    ps = list(ps)
+    while True:
+        best = None
+        for k in active:
+            trial = list(ps)
+            trial[k] += 1
+            used = _ports(host, owns, trial)
+            if used > budget:
+                continue
+            o = ev.objective(host, owns, trial)
+            if o < obj - 1e-15 and (best is None or (o, used) < best[:2]):
+                best = (o, used, trial)
+        if best is None:
+            return obj, ps
+        obj, ps = best[0], best[2]
+
+
+def _colour(host_pg: list[tuple[int, int]], ports: int, world: int) -> tuple[int | None, ...] | None:
+    """Ports ← generators (p_g copies each); None if the colouring is not proper."""
+    assignment: list[int | None] = []
+    for g, p in host_pg:
+        assignment.extend([g] * p)
+    if len(assignment) > ports:
+        return None
+    for g in assignment:  # each port must carry a perfect matching x <-> x^g
+        if g is None or g == 0 or g >= world:
+            return None
+    return tuple(assignment) + (None,) * (ports - len(assignment))
+
+
+def shared_host_plan(req: PlanRequest) -> Plan:
+    axes = _axes(req)
+    if not any(ax.active for ax in axes):
+        raise SpecError("no mesh axis carries a collective with a positive payload; nothing to plan")
+    pricer = _Pricer(req)
+    partition_sets = _partition_sets(req)
+    attempts = 0
+    for budget in range(req.ports, req.n_bits - 1, -1):
+        attempts += 1
+        best = None
+        for parts in partition_sets:
+            bits = [b for mesh in parts for b in mesh]
+            found = _search_partition(req, axes, bits, pricer, budget)
+            if found is not None and (best is None or found[:2] < best[0][:2]):
+                best = (found, parts, bits)
+        if best is None:
+            continue
+        (obj, used, host, owns, ps), parts, bits = best
+        pg = _generator_multiplicities(owns, ps)
+        gens = tuple((g, pg.get(g, 1)) for g in sorted(host))
+        port_masks = _colour(list(gens), req.ports, req.world)
+        if port_masks is None:
+            continue  # replan with one port fewer
+        ev = _Evaluator(req, axes, bits, pricer)
+        plans = []
+        for k, ax in enumerate(axes):
+            plans.append(_axis_plan(ev, k, ax, bits[k], host, owns, ps, pg))
+        return Plan(request_hash=request_hash(req), allocation="shared_host", world=req.world, ports=req.ports,
+                    total_time_s=sum(a.weight * a.time_s for a in plans), host_degree=len(host), ports_used=used,
+                    axes=tuple(plans), generators=gens, port_masks=port_masks, partitions=parts,
+                    colouring_attempts=attempts)
+    raise SpecError(f"no shared-host plan fits ports={req.ports}; raise ports (≥ log2(world) plus folds)")
+
+
+def _axis_plan(ev: _Evaluator, k: int, ax: _Axis, bits, host, owns, ps, pg) -> AxisPlan:
+    if not ax.active:
+        return AxisPlan(mesh=ax.mesh, axis=ax.axis, size=1 << ax.a, bits=bits, collective=ax.collective,
+                        payload_bytes=ax.sigma, weight=ax.weight, topology="none", degree=0, phases=0,
+                        multiplicity=0, schedule="none", time_s=0.0, volume="0")
+    t, price, uses_full = ev.axis_time(k, host, owns[k], pg, ps[k])
+    block = ev.blocks[k]
+    gens = tuple(sorted(g for g in host if g & ~block == 0)) if uses_full else tuple(sorted(owns[k]))
+    p = min((pg.get(g, 1) for g in gens), default=1) if uses_full else ps[k]
+    return AxisPlan(mesh=ax.mesh, axis=ax.axis, size=1 << ax.a, bits=bits, collective=ax.collective,
+                    payload_bytes=ax.sigma, weight=ax.weight, topology=price.topology, degree=len(gens),
+                    phases=price.h, multiplicity=p, schedule=price.schedule, time_s=t, volume=str(price.v),
+                    generators=gens)

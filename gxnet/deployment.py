@@ -1,0 +1,75 @@
+"""A deployment: model x accelerator x world x parallelization x batch x context x precision.
+
+``__post_init__`` validates every rule with a one-line ``SpecError`` (what, value, rule, fix):
+power-of-two world and degrees, KVP*TPA = EP*TPE = world, TPA | KV heads (Helix), EP | experts,
+TPE | expert width, and that the batch fits in HBM (weights + KV cache per rank, paper 003
+Section 4.1 / D.1), naming the largest power-of-two batch that does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from collectives.errors import SpecError
+from gxnet.accelerators import AcceleratorSpec
+from gxnet.models import ModelSpec
+from gxnet.parallel import ParallelSpec, is_pow2
+from gxnet.precision import PrecisionSpec, precision_from_dict
+
+__all__ = ["Deployment", "PrecisionSpec", "precision_from_dict"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deployment:
+    model: ModelSpec
+    accelerator: AcceleratorSpec
+    world: int
+    parallel: ParallelSpec
+    batch: int
+    context_tokens: int
+    precision: PrecisionSpec = field(default_factory=PrecisionSpec)
+
+    def __post_init__(self) -> None:
+        m, p = self.model, self.parallel
+        if not is_pow2(self.world):
+            raise SpecError(f"world={self.world!r} must be a power of two (e.g. 512)")
+        if p.world != self.world:
+            if p.scheme == "helix":
+                raise SpecError(
+                    f"KVP*TPA={p.kvp}*{p.tpa}={p.world} must equal world={self.world}; "
+                    f"choose degrees whose product is {self.world}")
+            raise SpecError(f"TP*EP={p.tp}*{p.ep}={p.world} must equal world={self.world}")
+        for f in ("batch", "context_tokens"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise SpecError(f"{f}={v!r} must be a positive integer")
+        if p.scheme == "helix":
+            if m.kv_heads % p.tpa:
+                raise SpecError(f"TPA={p.tpa} must divide the {m.kv_heads} KV heads of {m.name}; "
+                                f"use TPA <= {m.kv_heads} (a power of two dividing it)")
+            if p.kvp > self.context_tokens:
+                raise SpecError(f"KVP={p.kvp} exceeds context={self.context_tokens} tokens; "
+                                "every KV shard must hold at least one token")
+        else:
+            if m.q_heads % p.tpa:
+                raise SpecError(f"TP*EP={p.tpa} (attention tensor parallelism over the whole mesh) must "
+                                f"divide the {m.q_heads} query heads of {m.name}")
+            if m.kv_heads % p.tpa and p.tpa % m.kv_heads:
+                raise SpecError(f"TP*EP={p.tpa} and the {m.kv_heads} KV heads of {m.name} must divide "
+                                "one another (KV heads are split or replicated)")
+        if m.experts % p.ep:
+            raise SpecError(f"EP={p.ep} must divide the {m.experts} experts of {m.name}")
+        tensor_axis = "TPE" if p.scheme == "helix" else "TP"
+        if m.expert_width % p.tpe:
+            raise SpecError(f"{tensor_axis}={p.tpe} must divide the expert width {m.expert_width} of {m.name}")
+        from gxnet.memory import check_fits
+
+        check_fits(self)
+
+    @property
+    def kv_heads_per_rank(self) -> int:
+        return max(1, self.model.kv_heads // self.parallel.tpa)
+
+    def describe(self) -> str:
+        return (f"{self.model.name} on {self.world} x {self.accelerator.name}, {self.parallel.label()}, "
+                f"batch {self.batch}, context {self.context_tokens}, {self.precision.name}")

@@ -1,0 +1,129 @@
+"""``python -m pipelines.search``: best Helix split per cell (paper 003, Appendix B.6).
+
+A cell is (model, world, context, batch, fabric). Every feasible split is timed with the
+analytical network model; with ``search.resimulate=true`` and ``network=simlette`` available,
+the splits whose analytical interactivity is within ``search.within`` (7 %) of the best are
+re-timed with Simlette and the best of those is kept. Sweep cells with ``-m`` (Ray + MLflow):
+
+    gx search -m batch=1,2,4,8,16 context=32K,5M fabric=all_eps,hybrid,all_ocs
+
+results.json: the cell, ``count`` (splits tried), ``feasible``, ``best`` ({parallel,
+decode_step_s, interactivity_tok_s_user, throughput_tok_s, breakdown_s, ...}), and ``splits``
+(one row per split: parallel, feasible, reason or timings). Artifact: ``splits.png``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from collectives.errors import SpecError
+from pipelines.app import gx_main
+from pipelines.decode import evaluate, results_of
+from pipelines.network import build_network
+from pipelines.specs import deployment_spec, model_spec, plain, positive_int
+
+
+def time_splits(cfg, network_cfg=None) -> list[dict]:
+    from gxnet.parallel import ParallelSpec
+    from gxnet.splits import helix_splits
+
+    model = model_spec(cfg)
+    world = positive_int(cfg["world"], "world")
+    rows: list[dict] = []
+    network = None
+    for split in helix_splits(model, world):
+        par = ParallelSpec(scheme="helix", kvp=split.kvp, tpa=split.tpa, ep=split.ep, tpe=split.tpe)
+        row = {"parallel": {"kvp": split.kvp, "tpa": split.tpa, "ep": split.ep, "tpe": split.tpe}}
+        try:
+            dep = deployment_spec(cfg, parallel=par)
+        except SpecError as exc:  # e.g. the batch does not fit this split's memory
+            rows.append({**row, "feasible": False, "reason": str(exc)})
+            continue
+        if network is None:
+            network = build_network(network_cfg or cfg, dep.accelerator, dep.world)
+        _, step = evaluate(cfg, dep, network)
+        res = results_of(cfg, dep, step)
+        rows.append({**row, "feasible": True, **{k: res[k] for k in (
+            "decode_step_s", "interactivity_tok_s_user", "throughput_tok_s", "breakdown_s", "memory_bytes_per_rank")}})
+    return rows
+
+
+def task(cfg):
+    t0 = time.perf_counter()
+    rows = time_splits(cfg)
+    feasible = [r for r in rows if r["feasible"]]
+    if not feasible:
+        raise SpecError(
+            f"no feasible Helix split for {plain(cfg['model'])['name']} at world={cfg['world']}, "
+            f"batch={cfg['batch']}, context={cfg['context']}: {rows[0]['reason'] if rows else 'no splits'}"
+        )
+    best = max(feasible, key=lambda r: (r["interactivity_tok_s_user"], -r["parallel"]["kvp"]))
+    search = plain(cfg.get("search") or {})
+    within = float(search.get("within", 0.07))
+    near = [r for r in feasible if r["interactivity_tok_s_user"] >= (1 - within) * best["interactivity_tok_s_user"]]
+    resimulated = False
+    if search.get("resimulate") and plain(cfg["network"]).get("name") != "analytical":
+        resimulated = True
+        from gxnet.parallel import ParallelSpec
+
+        for r in near:
+            dep = deployment_spec(cfg, parallel=ParallelSpec(scheme="helix", **r["parallel"]))
+            _, step = evaluate(cfg, dep)
+            r["resimulated_decode_step_s"] = step.decode_step_s
+        best = min(near, key=lambda r: r["resimulated_decode_step_s"])
+    fabric = plain(cfg["fabric"]).get("name")
+    results = {
+        "model": plain(cfg["model"])["name"],
+        "world": cfg["world"],
+        "batch": cfg["batch"],
+        "context": cfg["context"],
+        "fabric": fabric,
+        "count": len(rows),
+        "feasible": len(feasible),
+        "near_best": len(near),
+        "resimulated": resimulated,
+        "best": best,
+        "search_wall_s": time.perf_counter() - t0,
+        "splits": rows,
+    }
+    print(f"{results['model']} batch {cfg['batch']} context {cfg['context']} on {fabric}: "
+          f"{len(feasible)}/{len(rows)} feasible splits; best {best['parallel']} -> "
+          f"{best['interactivity_tok_s_user']:.1f} tok/s/user ({results['search_wall_s']:.2f} s)")
+    return results, {"splits.png": plot_splits(rows, title=f"{results['model']} B={cfg['batch']} "
+                                                         f"ctx={cfg['context']} {fabric}")}
+
+
+def plot_splits(rows: list[dict], title: str) -> bytes:
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    feasible = [r for r in rows if r["feasible"]]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    xs = [r["throughput_tok_s"] for r in feasible]
+    ys = [r["interactivity_tok_s_user"] for r in feasible]
+    ax.scatter(xs, ys, s=14)
+    if feasible:
+        b = max(feasible, key=lambda r: r["interactivity_tok_s_user"])
+        p = b["parallel"]
+        ax.annotate(f"best ({p['kvp']},{p['tpa']},{p['ep']},{p['tpe']})",
+                    (b["throughput_tok_s"], b["interactivity_tok_s_user"]))
+    ax.set_xlabel("throughput (tokens/s)")
+    ax.set_ylabel("interactivity (tokens/s/user)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+main = gx_main("search")(task)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""Orchestration: -m sweeps on Ray with MLflow tracking, failures, reruns, a killed driver."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def sweep(tmp: Path, *args: str, wait=True, timeout=400):
+    env = dict(os.environ, GX_TRACKING="true", MLFLOW_TRACKING_URI=f"sqlite:///{tmp / 'mlflow.db'}")
+    cmd = [sys.executable, "-m", "pipelines.decode", "-m", *args, f"hydra.sweep.dir={tmp / 'multi'}"]
+    if not wait:
+        return subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def runs(tmp: Path) -> list[tuple]:
+    """(run_uuid, status, parent, config_hash, lifecycle) of every run in the store."""
+    db = tmp / "mlflow.db"
+    if not db.exists():
+        return []
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute(
+            "select r.run_uuid, r.status, "
+            "(select value from tags t where t.run_uuid=r.run_uuid and t.key='mlflow.parentRunId'), "
+            "(select value from tags t where t.run_uuid=r.run_uuid and t.key='gx.config_hash'), "
+            "r.lifecycle_stage from runs r").fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        con.close()
+    return [r for r in rows if r[4] == "active"]
+
+
+def children(tmp):
+    return [r for r in runs(tmp) if r[2]]
+
+
+def test_sweep_on_ray_logs_parent_and_children_and_rerun_skips(tmp_path):
+    proc = sweep(tmp_path, "batch=1,2,4", "fabric=single_eps,single_ocs", "ray.num_cpus=2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "6 done, 0 failed, 0 skipped" in proc.stderr
+    kids = children(tmp_path)
+    parents = [r for r in runs(tmp_path) if not r[2]]
+    assert len(parents) == 1 and len(kids) == 6
+    assert {r[1] for r in kids} == {"FINISHED"} and len({r[3] for r in kids}) == 6
+    assert all((tmp_path / "multi" / str(i) / "results.json").exists() for i in range(6))
+    again = sweep(tmp_path, "batch=1,2,4", "fabric=single_eps,single_ocs", "ray.num_cpus=2")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "0 done, 0 failed, 6 skipped" in again.stderr
+    assert len(children(tmp_path)) == 6 and len([r for r in runs(tmp_path) if not r[2]]) == 1
+
+
+def test_failing_points_are_recorded_and_the_rest_still_run(tmp_path):
+    proc = sweep(tmp_path, "batch=1,32,2", "ray.enabled=false")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 done, 1 failed, 0 skipped" in proc.stderr
+    assert "batch=32" in proc.stderr
+    statuses = sorted(r[1] for r in children(tmp_path))
+    assert statuses == ["FAILED", "FINISHED", "FINISHED"]
+    con = sqlite3.connect(tmp_path / "mlflow.db")
+    (err,) = con.execute("select value from tags where key='gx.error'").fetchone()
+    assert "HBM" in err or "fit" in err
+
+
+def test_killed_driver_then_rerun_loses_nothing_and_duplicates_nothing(tmp_path):
+    points = ["batch=1,2,4,8,16", "context=32K,1M,5M", "ray.enabled=false"]
+    proc = sweep(tmp_path, *points, wait=False)
+    deadline = time.time() + 240
+    while time.time() < deadline and len([r for r in children(tmp_path) if r[1] == "FINISHED"]) < 3:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    first = [r for r in children(tmp_path) if r[1] == "FINISHED"]
+    assert 3 <= len(first) < 15, "the kill should land mid-sweep"
+    again = sweep(tmp_path, *points)
+    assert again.returncode == 0, again.stderr[-3000:]
+    kids = children(tmp_path)
+    assert len(kids) == 15 and {r[1] for r in kids} == {"FINISHED"}
+    assert len({r[3] for r in kids}) == 15
+    assert f"{len(first)} skipped" in again.stderr
+
+
+def test_bad_override_fails_before_ray_starts(tmp_path):
+    proc = sweep(tmp_path, "batch=1,2", "model=megatron_9t")
+    assert proc.returncode == 2
+    assert "megatron_9t" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "mlflow.db").exists()
+    proc = sweep(tmp_path, "batch=1,2", "tracking.enabled=maybe")
+    assert proc.returncode == 2 and "enabled" in proc.stderr

@@ -1,0 +1,178 @@
+"""Routing: EPS spraying paths, OCS circuits from generators, hybrid rack circuits, phase costs."""
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from collectives.errors import SpecError
+from fabrics.allocation import TrafficGroups, linear_allocation, rack_demand_bytes
+from fabrics.physical import ACCELERATOR, EPS, OCS, fabric_from_dict
+from fabrics.routing import (
+    colour_bipartite, configure_ocs, hybrid_for_demand, rack_circuit_counts, rack_circuit_load, route,
+    xor_port_permutations,
+)
+
+R = 5e10
+CUBE64 = {1 << i: 1 for i in range(6)}
+
+
+def fab(kind, world=64, ports=8, **kw):
+    kw.setdefault("down_ports", 16)
+    kw.setdefault("up_ports", 16 if kind == "all_ocs" else 2)
+    return fabric_from_dict({"kind": kind, "ports": ports, "link_rate": R, **kw}, world=world)
+
+
+def check_path(f, p, src_acc, dst_acc):
+    assert p.devices[0] == src_acc and p.devices[-1] == dst_acc
+    assert len(p.links) == len(p.devices) - 1
+    for link_id, a, b in zip(p.links, p.devices, p.devices[1:]):
+        link = f.links[link_id]
+        assert (link.src, link.dst) == (a, b)
+    assert all(f.devices[d].kind != ACCELERATOR for d in p.devices[1:-1])
+
+
+@given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=60), st.integers(1, 4))
+@settings(max_examples=60, deadline=None)
+def test_bipartite_colouring_is_proper_with_max_degree_colours(edges, extra):
+    deg = max([sum(1 for a, _ in edges if a == x) for x in range(8)] + [sum(1 for _, b in edges if b == x) for x in range(8)] + [1])
+    col = colour_bipartite(edges, deg + extra - 1)
+    for i, j in itertools.combinations(range(len(edges)), 2):
+        if edges[i][0] == edges[j][0] or edges[i][1] == edges[j][1]:
+            assert col[i] != col[j]
+
+
+def test_single_eps_sprays_over_every_rail():
+    f = fab("single_eps", world=16, ports=4)
+    r = route(f, linear_allocation(16))
+    ps = r.paths(3, 12)
+    assert len(ps) == 4 and {p.devices[1] for p in ps} == set(f.level1[0])
+    for p in ps:
+        check_path(f, p, 3, 12)
+        assert (p.eps_hops, p.ocs_passes) == (1, 0)
+    assert r.latency_s(3, 12) == pytest.approx(810e-9)
+
+
+def test_all_eps_intra_and_inter_rack_paths():
+    f = fab("all_eps", world=64, ports=4, up_ports=2)
+    r = route(f, linear_allocation(64))
+    assert len(r.paths(0, 5)) == 4 and r.paths(0, 5)[0].eps_hops == 1
+    inter = r.paths(0, 40)
+    assert len(inter) == 4 * 2  # rails × uplinks
+    for p in inter:
+        check_path(f, p, 0, 40)
+        assert (p.eps_hops, p.level2_cables) == (3, 2)
+    assert len({p.devices[2] for p in inter}) == 8  # every level-2 switch of every rail
+    assert r.latency_s(0, 40) == pytest.approx(810e-9 + 2 * (300e-9 + 10e-9))
+
+
+def test_oversubscription_is_a_shared_capacity():
+    f = fab("all_eps", world=64, ports=4, up_ports=4)  # 16 down / 4 up = 4:1
+    r = route(f, linear_allocation(64))
+    sigma = 1024.0
+    cross = r.phase_cost([(x, (x + 16) % 64, sigma) for x in range(64)])  # everyone leaves its rack
+    local = r.phase_cost([(x, x ^ 1, sigma) for x in range(64)])
+    assert cross.bottleneck[0] in ("up", "down")
+    assert cross.serialization_s == pytest.approx(16 * sigma / (4 * 4 * R))
+    assert local.serialization_s == pytest.approx(sigma / (4 * R))
+    assert cross.serialization_s / local.serialization_s == pytest.approx(f.spec.oversubscription)
+
+
+@pytest.mark.parametrize("kind", ["single_ocs", "all_ocs"])
+def test_ocs_circuits_realise_the_cayley_graph(kind):
+    f = fab(kind, world=64, ports=8)
+    gens = {**CUBE64, 63: 2}
+    alloc = linear_allocation(64)
+    ocs = configure_ocs(f, alloc, xor_port_permutations(64, gens, 8))
+    r = route(f, alloc, ocs)
+    for x in range(64):
+        for g, mult in gens.items():
+            ps = r.paths(x, x ^ g)
+            assert len(ps) == mult
+            for p in ps:
+                check_path(f, p, x, x ^ g)
+                assert p.eps_hops == 0 and p.ocs_passes in (1, 3)
+        assert r.paths(x, x ^ 3) == ()  # no generator 3: no circuit
+    assert r.latency_s(0, 63) >= 0.52e-6 - 1e-12
+    # a phase on the doubled generator has twice the bandwidth
+    single = r.phase_cost([(x, x ^ 1, 4096.0) for x in range(64)])
+    double = r.phase_cost([(x, x ^ 63, 4096.0) for x in range(64)])
+    assert single.serialization_s == pytest.approx(2 * double.serialization_s)
+
+
+def test_all_ocs_inter_rack_circuits_cross_three_ocs():
+    f = fab("all_ocs", world=64, ports=6)
+    alloc = linear_allocation(64)
+    r = route(f, alloc, configure_ocs(f, alloc, xor_port_permutations(64, CUBE64, 6)))
+    assert r.paths(0, 1)[0].ocs_passes == 1  # same rack of 16
+    p = r.paths(0, 32)[0]
+    assert p.ocs_passes == 3 and p.level2_cables == 2
+    assert r.latency_s(0, 32) > r.latency_s(0, 1)
+
+
+def test_all_ocs_blocking_configuration_is_rejected():
+    f = fab("all_ocs", world=64, ports=2, up_ports=2)  # 16 down / 2 up cannot carry 16 circuits out
+    alloc = linear_allocation(64)
+    with pytest.raises(SpecError, match="up_ports"):
+        configure_ocs(f, alloc, xor_port_permutations(64, {32: 1}, 2))
+
+
+def test_generators_over_port_budget():
+    with pytest.raises(SpecError, match="ports"):
+        xor_port_permutations(64, {1: 5, 2: 5}, 8)
+
+
+def test_rack_circuits_respect_uplinks_and_follow_demand():
+    rng = np.random.default_rng(0)
+    demand = rng.random((6, 6)) * 100
+    demand[0, 1] = demand[1, 0] = 1e4
+    np.fill_diagonal(demand, 0)
+    counts = rack_circuit_counts(demand, 4)
+    assert (counts.sum(axis=1) <= 4).all() and (counts.sum(axis=0) <= 4).all()
+    assert counts[0, 1] == counts.max() and counts[0, 1] >= 2
+    assert np.isfinite(rack_circuit_load(demand, counts)).all()
+
+
+def test_uniform_demand_gives_a_connected_circulant():
+    demand = np.ones((8, 8)) - np.eye(8)
+    counts = rack_circuit_counts(demand, 2)
+    assert (counts.sum(axis=1) == 2).all()
+    assert np.isfinite(rack_circuit_load(demand, counts)).all()
+
+
+def test_hybrid_routes_over_circuits_and_relays():
+    f = fab("hybrid", world=64, ports=4, up_ports=1)  # 4 racks, one uplink: a ring of racks
+    alloc = linear_allocation(64)
+    demand = rack_demand_bytes(alloc.rack_of_rank(f), [TrafficGroups(groups=(tuple(range(64)),), pair_bytes=1.0)], 4)
+    r = route(f, alloc, hybrid_for_demand(f, demand))
+    hops = []
+    for dst in (16, 32, 48):
+        ps = r.paths(0, dst)
+        assert ps, "every rack must be reachable"
+        for p in ps:
+            check_path(f, p, 0, dst)
+            assert p.ocs_passes == p.eps_hops - 1
+        hops.append(ps[0].ocs_passes)
+    assert sorted(hops) == [1, 2, 3]
+    assert f.devices[r.paths(0, 16)[0].devices[2]].kind == OCS
+
+
+def test_hybrid_needs_its_configuration():
+    f = fab("hybrid", world=64)
+    with pytest.raises(SpecError, match="hybrid_for_demand"):
+        route(f, linear_allocation(64))
+
+
+def test_576_all_eps_and_all_ocs_paths():
+    f = fabric_from_dict({"kind": "all_eps", "ports": 36, "link_rate": R, "accelerators": 576}, world=512)
+    r = route(f, linear_allocation(512))
+    assert len(r.paths(0, 511)) == 36 * 8
+    assert r.latency_s(0, 511) == pytest.approx(1.43e-6)
+    g = fabric_from_dict({"kind": "all_ocs", "ports": 36, "link_rate": R, "accelerators": 576}, world=512)
+    alloc = linear_allocation(512)
+    gens = {1 << i: 1 for i in range(9)}
+    gens.update({0b111: 3, 0b111000: 3, 0b111000000: 3, 511: 18})  # 36 ports
+    r2 = route(g, alloc, configure_ocs(g, alloc, xor_port_permutations(512, gens, 36)))
+    assert len(r2.paths(5, 5 ^ 511)) == 18
+    assert r2.phase_cost([(x, x ^ 511, 1.8e6) for x in range(512)]).serialization_s == pytest.approx(1.8e6 / (18 * R))
