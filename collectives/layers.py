@@ -17,7 +17,7 @@ its volume objective. Results are cached per topology.
 from __future__ import annotations
 
 from fractions import Fraction
-from itertools import combinations
+from itertools import product
 
 from collectives.topology import register_cache, topology_key
 
@@ -87,6 +87,34 @@ def _transversal(basis: list[int], gens, used: set[int], n_bits: int) -> tuple[i
     return tuple(sorted(reps.values()))
 
 
+def _components(topo) -> list[int]:
+    """Bit blocks that no generator straddles (union-find over the bits of each generator).
+    The group is the direct sum of these blocks and every generator lies in one of them, so
+    tilings of the blocks concatenate into a tiling of the whole (e.g. Q9 with a 111 fold in
+    each 3-bit block tiles as three folded Q3s: 2 + 2 + 2 layers)."""
+    parent = list(range(topo.n_bits))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for g in topo.generators:
+        bits = [b for b in range(topo.n_bits) if g >> b & 1]
+        for b in bits[1:]:
+            parent[find(b)] = find(bits[0])
+    blocks: dict[int, int] = {}
+    for b in range(topo.n_bits):
+        blocks[find(b)] = blocks.get(find(b), 0) | (1 << b)
+    return sorted(blocks.values())
+
+
+def _expand(layer, mask: int) -> tuple[int, ...]:
+    bits = [b for b in range(mask.bit_length()) if mask >> b & 1]
+    return tuple(sorted(sum(((g >> i) & 1) << b for i, b in enumerate(bits)) for g in layer))
+
+
 def tilings(topo) -> tuple[Tiling, ...]:
     """All tilings of minimum length found by the search (empty on circulants)."""
     if topo.kind != "xor":
@@ -95,6 +123,23 @@ def tilings(topo) -> tuple[Tiling, ...]:
     hit = _TILINGS.get(key)
     if hit is not None:
         return hit
+    comps = _components(topo)
+    if len(comps) > 1:
+        per_block = []
+        for mask in comps:
+            reps: dict[tuple, Tiling] = {}
+            for t in tilings(topo.sub_topology(mask)):
+                reps.setdefault(tuple(sorted(radices(t))), tuple(_expand(layer, mask) for layer in t))
+            per_block.append(list(reps.values()))
+        found = []
+        for combo in product(*per_block):
+            layers = [layer for t in combo for layer in t]
+            found.append(tuple(sorted(layers, key=lambda s: (-len(s), s))))
+            if len(found) >= MAX_TILINGS:
+                break
+        result = tuple(found)
+        _TILINGS[key] = result
+        return result
     n = topo.n_bits
     gens = frozenset(topo.generators)
     found: list[Tiling] = []
@@ -229,7 +274,14 @@ def best_tiling(topo, objective: str) -> Tiling:
             return (Fraction(1, min(r)), sum(r))
         raise ValueError(objective)
 
-    best = min((ordered(t) for t in cands), key=lambda t: (score(t), t))
+    # the objectives depend on the (ordered) radices only: score one tiling per radix tuple
+    groups: dict[tuple, Tiling] = {}
+    for t in cands:
+        o = ordered(t)
+        r = radices(o)
+        if r not in groups or o < groups[r]:
+            groups[r] = o
+    best = min(groups.values(), key=lambda t: (score(t), t))
     _BEST[key] = best
     return best
 

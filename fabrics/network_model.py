@@ -11,8 +11,8 @@ collective outside that demand is an error (B.4).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 COLLECTIVES = ("allreduce", "alltoall", "allgather", "reducescatter", "alltoallv")
 
@@ -48,6 +48,10 @@ class CollectiveCall:
     collective: str
     groups: tuple[tuple[int, ...], ...]
     payload_bytes: int  # per-rank buffer sigma
+    # alltoallv only (optional): the per-call demand matrix in bytes, indexed by position in the
+    # group (one group) -- expert dispatch/combine whose volumes depend on the routing. Models
+    # that ignore it price the call from ``payload_bytes`` as before.
+    demand: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

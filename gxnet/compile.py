@@ -79,8 +79,10 @@ def _memory_exprs(g: Graph) -> tuple[sp.Expr, sp.Expr]:
 
 @lru_cache(maxsize=64)
 def compiled_program(model: ModelSpec, scheme: str, precision: PrecisionSpec,
-                     accelerator: AcceleratorSpec) -> CompiledProgram:
-    g = PassManager(standard_pipeline(scheme, precision, accelerator)).run(build_model_graph(model))
+                     accelerator: AcceleratorSpec, phase: str = "decode") -> CompiledProgram:
+    # phase="prefill": same passes with the prefill specialization (B = tokens of the rank,
+    # S = prompt length; see passes/prefill.py); the evaluation signature is unchanged.
+    g = PassManager(standard_pipeline(scheme, precision, accelerator, phase)).run(build_model_graph(model))
     exprs: list[sp.Expr] = []
     sections = []
     for sec in g.sections:

@@ -10,6 +10,12 @@ from pipelines.specs import fabric_numbers, plain
 
 def build_network(cfg: Any, accelerator, world: int):
     """The configured network model for ``cfg.fabric`` (ready for ``prepare``)."""
+    # --- fabric=pcie (issue #9): flow-level PCIe model, built in pipelines/prefill.py ---------
+    if dict(plain(cfg["fabric"])).get("name") == "pcie":
+        from pipelines.prefill import pcie_network_from_cfg
+
+        return pcie_network_from_cfg(cfg, world)
+    # ------------------------------------------------------------------------------------------
     net = dict(plain(cfg["network"]))
     kind = net.get("name", "analytical")
     fab = fabric_numbers(cfg, accelerator)

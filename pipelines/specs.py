@@ -50,6 +50,10 @@ def parallel_spec(cfg: Any):
     from gxnet.parallel import ParallelSpec
 
     par = dict(plain(cfg["parallel"]))
+    known = {"scheme", "kvp", "tpa", "ep", "tpe", "tp"}
+    unknown = sorted(set(par) - known)
+    if unknown:
+        raise SpecError(f"parallel.{unknown[0]} is not a parallelization option; use {', '.join(sorted(known))}")
     for key, val in list(par.items()):
         if key != "scheme" and val is not None:
             par[key] = positive_int(val, f"parallel.{key}")
@@ -69,9 +73,9 @@ def deployment_spec(cfg: Any, *, batch: int | None = None, parallel=None):
     )
     precision = cfg.get("precision") if hasattr(cfg, "get") else None
     if precision is not None:
-        from gxnet.deployment import PrecisionSpec
+        from gxnet.precision import precision_from_dict
 
-        kwargs["precision"] = PrecisionSpec(**plain(precision))
+        kwargs["precision"] = precision_from_dict(plain(precision))
     return Deployment(**kwargs)
 
 

@@ -3,14 +3,11 @@
 - ``nccl``: NCCL-like static pairwise exchange: stage k = 1..N-1 sends i -> (i+k) mod N, whole
   pair volume, each pair on its fixed nearest path (what NCCL picks at communicator setup).
   Stages may contend; the flow-level evaluator shows it.
-- ``fixed_peers`` (ablation "fixed peer rotation + dynamic paths") and ``fixed_both`` (ablation
-  "fixed peers + fixed paths"): the same channel model, quantum τ and volumes (Eq. 9) as
-  VarioPath, but every activation's peers follow the cyclic rotation k = 1, 2, ..., N-1, 1, ...;
-  paths are chosen per activation (fastest free path, heaviest lane first) or fixed to the
-  nearest path. A lane whose path would share a modelled resource waits for a later activation,
-  so these are contention-free channels too.
-- ``fixed_paths`` (ablation "demand-aware peers + fixed paths") is VarioPath on the topology
-  restricted to each pair's nearest path (see ``schedulers.py``).
+- ``fixed_peers`` / ``fixed_paths`` / ``fixed_both`` (the Table 3 ablations) and ``greedy_joint``
+  (their unrestricted reference): contention-free channels built greedily with VarioPath's
+  quantum τ, credits and volumes (Eq. 9), with the cyclic peer rotation and/or each pair's
+  nearest path imposed (``ChannelAblation``). A lane whose path would share a modelled resource
+  waits for a later activation.
 - ``fast``: FAST-like. Intra-node traffic is sent directly; inter-node traffic is first
   rebalanced inside the source node so each GPU carries an equal share of its node's traffic to
   every other node, then the node-level demand is Birkhoff-von Neumann decomposed into node
@@ -59,11 +56,21 @@ class NcclPairwise:
         return _schedule(self.name, topo, demand, acts, False, t0)
 
 
-class RotationAblation:
-    """Fixed cyclic peer rotation; paths dynamic (``fixed_peers``) or nearest (``fixed_both``)."""
+class ChannelAblation:
+    """Table 3 ablations: contention-free channels with peers and/or paths restricted.
 
-    def __init__(self, topology: ChannelTopology, *, dynamic_paths: bool, k_target_per_rank: float = 2.0, name: str):
-        self.topology, self.dynamic_paths, self.k, self.name = topology, dynamic_paths, k_target_per_rank, name
+    peers = "rotation": activation k uses only the cyclic peers i -> (i + k) mod N (k = 1..N-1,
+    repeated); peers = "demand": any peers, chosen by demand. paths = "dynamic": any path option;
+    paths = "nearest": only the pair's preassigned nearest path. Every activation is built
+    greedily: candidate (pair, path) lanes in order of the same pressure-weighted useful-rate
+    credit VarioPath uses, min(D/τ, bw) (1 + β load), each taken if its endpoints and modelled
+    shared resources are still free; volumes by Eq. 9 with VarioPath's τ.
+    """
+
+    def __init__(self, topology: ChannelTopology, *, peers: str, paths: str, name: str,
+                 k_target_per_rank: float = 3.0, rank_pressure: float = 4.0):
+        self.topology, self.peers, self.paths, self.name = topology, peers, paths, name
+        self.k, self.beta = k_target_per_rank, rank_pressure
 
     def plan(self, demand) -> AlltoallvSchedule:
         t0 = time.perf_counter()
@@ -71,25 +78,39 @@ class RotationAblation:
         demand = check_demand(demand, n)
         rem = demand.astype(np.int64).copy()
         tau = quantum_s(demand, topo, self.k)
+        options = {k: (v if self.paths == "dynamic" else v[:1]) for k, v in topo.paths.items()}
         acts = []
-        k = 0
+        rot = 0
         while rem.any():
-            k = k % (n - 1) + 1
-            pairs = [(i, (i + k) % n) for i in range(n) if rem[i, (i + k) % n] > 0]
-            if not pairs:
-                continue
-            pairs.sort(key=lambda p: (-rem[p], p))
-            used: set[str] = set()
-            lanes = []
+            if self.peers == "rotation":
+                rot = rot % (n - 1) + 1
+                pairs = [(i, (i + rot) % n) for i in range(n) if rem[i, (i + rot) % n] > 0]
+                if not pairs:
+                    continue
+            else:
+                pairs = [tuple(p) for p in np.argwhere(rem > 0)]
+            ls, lr = rem.sum(axis=1), rem.sum(axis=0)
+            top = float(max(ls.max(), lr.max()))
+            cands = []
             for i, j in pairs:
-                options = topo.options(i, j) if self.dynamic_paths else topo.options(i, j)[:1]
-                for p in sorted(options, key=lambda p: -p.rate_Bps):
-                    if used.isdisjoint(p.shared):
-                        used.update(p.shared)
-                        x = int(min(max(1, int(tau * p.rate_Bps)), rem[i, j]))
-                        lanes.append(Lane(src=i, dst=j, path=p, bytes=x))
-                        rem[i, j] -= x
-                        break
+                press = 1.0 + self.beta * (ls[i] + lr[j]) / (2.0 * top)
+                for p in options[(i, j)]:
+                    cands.append((min(rem[i, j] / tau, p.rate_Bps) * press, p.rate_Bps, i, j, p))
+            cands.sort(key=lambda c: (-c[0], -c[1], c[2], c[3]))
+            used: set[str] = set()
+            busy_src: set[int] = set()
+            busy_dst: set[int] = set()
+            lanes = []
+            for _, rate, i, j, p in cands:
+                if i in busy_src or j in busy_dst or not used.isdisjoint(p.shared):
+                    continue
+                x = int(min(max(1, int(tau * rate)), rem[i, j]))
+                lanes.append(Lane(src=int(i), dst=int(j), path=p, bytes=x))
+                busy_src.add(i)
+                busy_dst.add(j)
+                used.update(p.shared)
+            for lane in lanes:
+                rem[lane.src, lane.dst] -= lane.bytes
             acts.append(Activation(lanes=tuple(lanes)))
         return _schedule(self.name, topo, demand, acts, True, t0, tau_s=tau)
 

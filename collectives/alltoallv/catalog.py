@@ -123,11 +123,11 @@ def group_instances(topology: ChannelTopology) -> tuple[list[Instance], int]:
 
 
 def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = None,
-                  max_nodes: int = 400_000, max_families_per_shape: int = 64) -> Catalog:
+                  max_nodes: int = 400_000, max_families_per_shape: int = 64, port_symmetry: bool = True) -> Catalog:
     """Algorithm 1 (with an explicit DFS budget), cached under ``cache_dir/<topology hash>.json``."""
     thash = topology.topology_hash()
     if cache_dir is not None:
-        path = Path(cache_dir) / f"{thash}-{max_nodes}-{max_families_per_shape}.json"
+        path = Path(cache_dir) / f"{thash}-{max_nodes}-{max_families_per_shape}-{int(port_symmetry)}.json"
         if path.exists():
             try:
                 cat = Catalog.from_json(json.loads(path.read_text()))
@@ -153,9 +153,10 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
     # Symmetry breaking over interchangeable NIC ports: the k-th use (in instance order) of a
     # port class must take port k, so families equal up to relabelling ports are built once.
     cls_index: dict[str, int] = {}
+    port_class = topology.port_class if port_symmetry else {}
     port_uses = [tuple((cls_index.setdefault(c, len(cls_index)), k)
-                       for r_id in r.shared if r_id in topology.port_class
-                       for c, k in [topology.port_class[r_id]]) for r in inst]
+                       for r_id in r.shared if r_id in port_class
+                       for c, k in [port_class[r_id]]) for r in inst]
     cls_count = [0] * len(cls_index)
     # suffix_out[t][a]: instances at positions >= t leaving group a (SUFFIXOK's capacity count)
     suffix_out = [[0] * G for _ in range(m + 1)]

@@ -114,26 +114,6 @@ class ChannelTopology:
     def nearest(self, i: int, j: int) -> PathOption:
         return self.paths[(i, j)][0]
 
-    def restricted_to_nearest(self) -> "ChannelTopology":
-        """Fixed-path ablation (Table 3): every pair keeps only its preassigned nearest path.
-
-        With per-GPU NIC affinity the GPUs of one switch are no longer interchangeable, so each
-        group is split by the footprints of its ranks' fixed paths (equal-size parts required).
-        """
-        paths = {k: v[:1] for k, v in self.paths.items()}
-        groups = []
-        for grp in self.groups:
-            parts: dict[tuple, list[int]] = {}
-            for i in grp:
-                sig = (frozenset(paths[(i, j)][0].shared for j in range(self.n_ranks) if j != i),
-                       frozenset(paths[(j, i)][0].shared for j in range(self.n_ranks) if j != i))
-                parts.setdefault(sig, []).append(i)
-            groups.extend(tuple(p) for p in parts.values())
-        if len({len(g) for g in groups}) != 1:
-            groups = list(self.groups)  # unequal split: keep the switch groups (binding may then fail loudly)
-        return ChannelTopology(name=self.name, n_ranks=self.n_ranks, groups=tuple(groups), paths=paths,
-                               capacity_Bps=self.capacity_Bps, nodes=self.nodes)  # NIC ports no longer interchangeable
-
     def topology_hash(self) -> str:
         """Keys the on-disk catalog cache: groups and every path's kind, footprint and rate."""
         h = hashlib.sha256()

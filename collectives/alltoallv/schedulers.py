@@ -7,9 +7,10 @@ unless it uses VarioPath's offline catalog). Unknown parameters are a ``SpecErro
 |---|---|
 | ``variopath`` | offline catalog + online channel-guided decomposition (Algorithms 1-2) |
 | ``nccl`` | static pairwise stages, nearest path, whole volumes |
-| ``fixed_peers`` | ablation: cyclic peer rotation + dynamic paths (Table 3, row 1 col 1) |
-| ``fixed_paths`` | ablation: demand-aware peers (VarioPath) + fixed nearest paths (Table 3) |
+| ``fixed_peers`` | ablation: cyclic peer rotation + dynamic paths (Table 3) |
+| ``fixed_paths`` | ablation: demand-aware peers + each pair's fixed nearest path (Table 3) |
 | ``fixed_both`` | ablation: cyclic peer rotation + fixed nearest paths (Table 3, 2.84x in the paper) |
+| ``greedy_joint`` | the ablations' unrestricted reference: demand-aware peers + dynamic paths, greedy |
 | ``fast`` | FAST-like BvN of the node-level demand with intra-node rebalancing |
 | ``deepep`` | DeepEP-like inter-node to the same-index GPU, then intra-node forward |
 | ``milp`` | certified optimum of the channel model by column generation (small instances) |
@@ -20,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from collectives.alltoallv.baselines import DeepEpLike, FastLike, NcclPairwise, RotationAblation
+from collectives.alltoallv.baselines import ChannelAblation, DeepEpLike, FastLike, NcclPairwise
 from collectives.alltoallv.catalog import build_catalog
 from collectives.alltoallv.channels import ChannelTopology
 from collectives.alltoallv.milp import MilpOptimum
@@ -54,25 +55,20 @@ def make_variopath(topology, params=None, cache_dir: str | Path | None = None):
     return _variopath(topology, params, cache_dir, "variopath")
 
 
-@SCHEDULERS.register("fixed_paths")
-def make_fixed_paths(topology, params=None, cache_dir=None):
-    return _variopath(topology.restricted_to_nearest(), params, cache_dir, "fixed_paths")
+def _ablation(name: str, peers: str, paths: str):
+    def make(topology, params=None, cache_dir=None):
+        p = _check(name, params, {"k_target_per_rank", "rank_pressure"})
+        r = ChannelAblation(topology, peers=peers, paths=paths, name=name, **p)
+        r.catalog = None
+        return r
+    SCHEDULERS.add(name, make)
+    return make
 
 
-@SCHEDULERS.register("fixed_peers")
-def make_fixed_peers(topology, params=None, cache_dir=None):
-    p = _check("fixed_peers", params, {"k_target_per_rank"})
-    r = RotationAblation(topology, dynamic_paths=True, name="fixed_peers", **p)
-    r.catalog = None
-    return r
-
-
-@SCHEDULERS.register("fixed_both")
-def make_fixed_both(topology, params=None, cache_dir=None):
-    p = _check("fixed_both", params, {"k_target_per_rank"})
-    r = RotationAblation(topology, dynamic_paths=False, name="fixed_both", **p)
-    r.catalog = None
-    return r
+make_fixed_peers = _ablation("fixed_peers", "rotation", "dynamic")
+make_fixed_paths = _ablation("fixed_paths", "demand", "nearest")
+make_fixed_both = _ablation("fixed_both", "rotation", "nearest")
+make_greedy_joint = _ablation("greedy_joint", "demand", "dynamic")
 
 
 @SCHEDULERS.register("nccl")

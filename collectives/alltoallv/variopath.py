@@ -84,7 +84,7 @@ class VarioPathPlanner:
     """Online planner bound to one topology and its catalog (reused across invocations)."""
 
     def __init__(self, topology: ChannelTopology, catalog: Catalog, params: VarioPathParams = VarioPathParams(),
-                 name: str = "variopath"):
+                 name: str = "variopath", fixed_paths: bool = False):
         if catalog.topology_hash != topology.topology_hash():
             raise SpecError("catalog was built for another topology; rebuild it (topology hash mismatch)")
         self.topology, self.catalog, self.params, self.name = topology, catalog, params, name
@@ -127,7 +127,20 @@ class VarioPathPlanner:
             cap_in = np.maximum(cap_in, (cross[:, :, None] * (b["lane_d"][None, :, None] == np.arange(G))).sum(1).max(0))
         self.group_caps = (np.where(cap_out > 0, cap_out, np.inf), np.where(cap_in > 0, cap_in, np.inf))
         self._by_key = {k: {p.key: p for p in v} for k, v in topology.paths.items()}
+        # Fixed-path ablation (Table 3): same catalog and algorithm, but a lane may carry (i, j)
+        # only on the instance that matches the pair's preassigned nearest path.
+        self.eligible = None
+        if fixed_paths:
+            self.eligible = np.zeros((len(inst), N, N))
+            key_index: dict = {}
+            for t, r in enumerate(inst):
+                key_index.setdefault((r.a, r.d, r.key), []).append(t)
+            gof = topology.group_of()
+            for (i, j), opts in topology.paths.items():
+                for t in key_index.get((gof[i], gof[j], opts[0].key), ()):
+                    self.eligible[t, i, j] = 1.0
         self._diag = np.arange(N) * (N + 1)
+        self.group_index = topology.group_of()
 
     def _path(self, i: int, j: int, t: int):
         r = self.catalog.instances[t]
@@ -137,14 +150,23 @@ class VarioPathPlanner:
             raise SpecError(f"ranks {i}->{j} lack the path {r.kind} {r.shared} of their group pair; "
                             "the rank groups are not topology-equivalent") from None
 
-    def _greedy_binding(self, b: dict, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Lanes in order of their best remaining credit take their best free (i, j), i != j."""
+    def _greedy_binding(self, b: dict, q: np.ndarray, force: tuple[int, int, int] | None = None):
+        """Lanes in order of their best remaining credit take their best free (i, j), i != j.
+
+        ``force = (lane, i, j)`` pre-binds one lane (the last-resort progress guarantee).
+        """
         lane_a, lane_d, N = b["lane_a"], b["lane_d"], self.N
         free_src = {a: list(self.groups[a]) for a in range(self.G)}
         free_dst = {d: list(self.groups[d]) for d in range(self.G)}
-        src = np.empty(N, dtype=np.int64)
-        dst = np.empty(N, dtype=np.int64)
-        best_first = sorted(range(N), key=lambda k: -q[np.ix_(self.groups[lane_a[k]], self.groups[lane_d[k]])].max())
+        src = np.full(N, -1, dtype=np.int64)
+        dst = np.full(N, -1, dtype=np.int64)
+        if force is not None:
+            k, i, j = force
+            src[k], dst[k] = i, j
+            free_src[lane_a[k]].remove(i)
+            free_dst[lane_d[k]].remove(j)
+        best_first = sorted((k for k in range(N) if src[k] < 0),
+                            key=lambda k: -q[np.ix_(self.groups[lane_a[k]], self.groups[lane_d[k]])].max())
         for k in best_first:
             cands = [(q[i, j], i, j) for i in free_src[lane_a[k]] for j in free_dst[lane_d[k]] if i != j]
             if not cands:
@@ -153,13 +175,42 @@ class VarioPathPlanner:
             src[k], dst[k] = i, j
             free_src[lane_a[k]].remove(i)
             free_dst[lane_d[k]].remove(j)
-        # repair a forced self-pair: swap its destination with another lane into the same group
-        # (that lane's source differs and its destination differs, so no new self-pair appears)
+        # repair a forced self-pair: swap its destination (else its source) with another lane of
+        # the same group; that lane's endpoints differ from it, so no new self-pair appears
+        fixed = -1 if force is None else force[0]
         for k in np.flatnonzero(src == dst):
-            others = [kk for kk in np.flatnonzero(lane_d == lane_d[k]) if kk != k]
-            kk = max(others, key=lambda o: q[src[k], dst[o]] + q[src[o], dst[k]])
-            dst[k], dst[kk] = dst[kk], dst[k]
+            others = [o for o in np.flatnonzero(lane_d == lane_d[k]) if o != k and o != fixed]
+            if others:
+                o = max(others, key=lambda o: q[src[k], dst[o]] + q[src[o], dst[k]])
+                dst[k], dst[o] = dst[o], dst[k]
+                continue
+            others = [o for o in np.flatnonzero(lane_a == lane_a[k]) if o != k and o != fixed]
+            o = max(others, key=lambda o: q[src[o], dst[k]] + q[src[k], dst[o]])
+            src[k], src[o] = src[o], src[k]
         return src, dst
+
+    def _forced(self, rem: np.ndarray, q: np.ndarray, tau: float, scores: np.ndarray):
+        """Last resort: bind the heaviest remaining pair onto any family that has a lane for it."""
+        i, j = np.unravel_index(int(rem.argmax()), rem.shape)
+        gof = self.group_index
+        a, d = gof[i], gof[j]
+        for k in np.argsort(-scores, kind="stable"):
+            b = self.bucket_arrays[int(k)]
+            for h in range(b["H"]):
+                lanes = np.flatnonzero((b["lane_a"] == a) & (b["lane_d"] == d))
+                if self.eligible is not None:
+                    lanes = [k_ for k_ in lanes if self.eligible[b["fam"][h][k_], i, j] > 0]
+                if len(lanes) == 0:
+                    continue
+                src, dst = self._greedy_binding(b, q, (int(lanes[0]), int(i), int(j)))
+                if (src == dst).any():
+                    continue
+                r = b["rates"][h]
+                x = np.minimum(np.maximum(1.0, np.floor(tau * r)), rem[src, dst])
+                if self.eligible is not None:
+                    x *= self.eligible[b["fam"][h], src, dst]
+                return x, src, dst, b["fam"][h], float(x.sum())
+        return None
 
     def _bind(self, j: int, rem: np.ndarray, q: np.ndarray, tau: float, tie_break: bool = False, w=None):
         """Multi-start AA for every family of bucket j; returns the best (x, src, dst, family) or None."""
@@ -186,21 +237,32 @@ class VarioPathPlanner:
         method = self.params.assignment
         best = None
         lanes_idx = np.arange(N)[None, :]
+        if self.eligible is not None:
+            fam_b = np.repeat(b["fam"], S, axis=0)  # (B, N) instance of every lane
+            ew = self.eligible  # credits of ineligible (pair, instance) combinations are zeroed
+            w_src = lambda d_: ew[fam_b[:, :, None], cand_src[None, :, :], d_[:, :, None]]
+            w_dst = lambda s_: ew[fam_b[:, :, None], s_[:, :, None], cand_dst[None, :, :]]
         for _ in range(self.params.aa_sweeps):
             v = np.minimum(q[cand_src[None, :, :], dst[:, :, None]], r_b)  # (B, N, g)
             if w is not None:
                 v *= w[cand_src[None, :, :], dst[:, :, None]]
+            if self.eligible is not None:
+                v = np.where(w_src(dst) > 0, v, np.minimum(v, 0.0))
             cols = batched_assignment((v + tie_src).reshape(B * G, g, g), method).reshape(B, N)
             src = cand_src[lanes_idx, cols]
             v = np.minimum(q[src[:, :, None], cand_dst[None, :, :]], r_b)
             if w is not None:
                 v *= w[src[:, :, None], cand_dst[None, :, :]]
+            if self.eligible is not None:
+                v = np.where(w_dst(src) > 0, v, np.minimum(v, 0.0))
             v = v[:, in_lanes]  # (B, G, g, g)
             cols = batched_assignment((v + tie_dst).reshape(B * G, g, g), method).reshape(B, G, g)
             dst[:, in_lanes] = cand_dst[in_lanes, cols]
             f = np.minimum(q[src, dst], r_b[:, :, 0])
             if w is not None:
                 f *= w[src, dst]
+            if self.eligible is not None:
+                f = np.where(self.eligible[fam_b, src, dst] > 0, f, np.minimum(f, 0.0))
             f = f.sum(axis=1)  # F_B (Eq. 8), self-pairs -> -inf-like
             if best is not None and not (f > best * (1 + 1e-12) + 1e-300).any():
                 break
@@ -208,6 +270,8 @@ class VarioPathPlanner:
         pick = f.reshape(H, S).argmax(axis=1) + np.arange(H) * S  # best start per family
         src, dst, r = src[pick], dst[pick], b["rates"]
         x = np.minimum(np.maximum(1.0, np.floor(tau * r)), rem[src, dst])  # Eq. 9
+        if self.eligible is not None:
+            x *= self.eligible[b["fam"], src, dst]
         x[f[pick] < 0] = 0.0  # a binding that kept a self-pair is not a channel
         total = x.sum(axis=1)
         util = total / (self.params.overhead_s + (x / r).max(axis=1) + 1e-300)  # Eq. 10
@@ -251,6 +315,8 @@ class VarioPathPlanner:
                     found = self._bind(int(j), rem, q, tau, tie_break=True, w=w)
                     if found is not None:
                         break
+            if found is None:
+                found = self._forced(rem, q, tau, scores)
             if found is None:
                 raise RuntimeError("no catalog shape serves the remaining demand; the catalog is incomplete")
             x, src, dst, fam, _ = found

@@ -34,7 +34,8 @@ from fabrics.planner.axis_cost import AxisPrice, complete_blocks, compress, expa
 from fabrics.planner.request import NO_COLLECTIVE, PlanRequest, request_hash
 
 MAX_PARTITIONS = 400  # bit-partition combinations tried exhaustively
-MAX_LEAVES = 200_000  # fold combinations per partition before the search turns greedy
+MAX_LEAVES = 400  # fold combinations per partition searched exhaustively; beyond: coordinate descent
+VARIANTS = 2  # tied ladder variants (same degree and T) kept per axis, best aligned first
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -141,10 +142,13 @@ def _compositions(a: int):
 
 
 def _local_options(a: int, ports: int) -> list[frozenset[int]]:
-    """Axis-local generator sets of the fold ladder: block folds on contiguous runs, folded cube."""
+    """Axis-local generator sets of the fold ladder: balanced block folds on contiguous runs of the
+    axis's bits, and the folded cube."""
     opts: list[frozenset[int]] = []
     for sizes in _compositions(a):
-        if sum((1 << k) - 1 for k in sizes) > ports:
+        # Balanced sub-blocks only (sizes differ by ≤ 1, as Q7[4,3] in A.3): for a given number of
+        # layers they need the fewest ports (2^k − 1 is convex), so unbalanced ones are dominated.
+        if max(sizes) - min(sizes) > 1 or sum((1 << k) - 1 for k in sizes) > ports:
             continue
         gens, off = set(), 0
         for k in sizes:
@@ -304,44 +308,85 @@ def _ports(host: frozenset[int], owns: list[frozenset[int]], ps: list[int]) -> i
     return sum(pg.get(g, 1) for g in host)
 
 
+def _aligned_ladder(ax: _Axis, k: int, bits: list[tuple[int, ...]], pricer: _Pricer, budget: int) -> list[frozenset[int]]:
+    """The axis's ladder in host masks; of the variants that tie in (degree, T) keep the
+    ``VARIANTS`` whose sub-blocks best fit inside other axes' blocks (where a fold can be shared)."""
+    others = [sum(1 << b for b in bs) for j, bs in enumerate(bits) if j != k]
+    groups: dict[tuple[int, float], list[tuple[int, int, frozenset[int]]]] = {}
+    for idx, (local, deg, t) in enumerate(_ladder(ax, pricer, budget)):
+        host = frozenset(expand(g, bits[k]) for g in local)
+        folds = [g for g in host if g & (g - 1)]
+        score = sum(1 for g in folds if any(g & ~o == 0 for o in others))
+        groups.setdefault((deg, round(t, 15)), []).append((-score, idx, host))
+    out = []
+    for key in sorted(groups):
+        out.extend(h for _, _, h in sorted(groups[key], key=lambda x: x[:2])[:VARIANTS])
+    return out
+
+
 def _search_partition(req, axes, bits, pricer, budget):
-    """Best (objective, ports, host, owns, ps) for one bit partition, or None."""
+    """Best (objective, ports, host, owns, ps) for one bit partition, or None.
+
+    Exhaustive over the product of the axes' ladders when it has at most ``MAX_LEAVES``
+    combinations; otherwise coordinate descent (each axis in turn takes its best option with
+    the others fixed, until nothing changes), which is deterministic but heuristic (A.7)."""
     ev = _Evaluator(req, axes, bits, pricer)
     active = [k for k, ax in enumerate(axes) if ax.active]
-    ladders = {}
-    for k in active:
-        ladders[k] = [frozenset(expand(g, bits[k]) for g in local) for local, _, _ in _ladder(axes[k], pricer, budget)]
+    ladders = {k: _aligned_ladder(axes[k], k, bits, pricer, budget) for k in active}
     empty = frozenset()
-    best = None
-    leaves = 0
     min_step = min(axes[k].a for k in active)  # the cheapest multiplicity step: a plain-cube axis
+    state = {"best": None}
+
+    def leaf(owns: list[frozenset[int]]):
+        host = frozenset().union(*owns)
+        if len(host) > budget:
+            return None
+        ps = [1] * len(axes)
+        obj, floor = ev.objective_and_floor(host, owns, ps)
+        best = state["best"]
+        if len(host) + min_step <= budget and (best is None or floor < best[0]):
+            obj, ps = _raise_multiplicities(ev, host, owns, ps, obj, budget, active)
+        cand = (obj, _ports(host, owns, ps), host, list(owns), ps)
+        if best is None or cand[:2] < best[:2]:
+            state["best"] = cand
+        return cand
+
+    size = 1
+    for k in active:
+        size *= len(ladders[k])
     owns = [empty] * len(axes)
-
-    def dfs(i: int, host: frozenset[int]) -> None:
-        nonlocal best, leaves
-        if i == len(active):
-            leaves += 1
-            ps = [1] * len(axes)
-            obj, floor = ev.objective_and_floor(host, owns, ps)
-            if len(host) + min_step <= budget and (best is None or floor < best[0]):
-                obj, ps = _raise_multiplicities(ev, host, owns, ps, obj, budget, active)
-            cand = (obj, _ports(host, owns, ps), host, list(owns), ps)
-            if best is None or cand[:2] < best[:2]:
-                best = cand
-            return
-        k = active[i]
-        for opt in ladders[k]:
-            new = host | opt
-            if len(new) > budget:
-                continue
-            if leaves > MAX_LEAVES:
+    if size <= MAX_LEAVES:
+        def dfs(i: int, host: frozenset[int]) -> None:
+            if i == len(active):
+                leaf(owns)
                 return
-            owns[k] = opt
-            dfs(i + 1, frozenset(new))
-        owns[k] = empty
+            k = active[i]
+            for opt in ladders[k]:
+                if len(host | opt) <= budget:
+                    owns[k] = opt
+                    dfs(i + 1, host | opt)
+            owns[k] = empty
 
-    dfs(0, frozenset())
-    return best
+        dfs(0, frozenset())
+        return state["best"]
+    # coordinate descent from the plain cube (every ladder starts with its cheapest option)
+    for k in active:
+        owns[k] = ladders[k][0]
+    current = leaf(owns)
+    if current is None:
+        return None
+    for _ in range(2 * len(active) + 2):
+        changed = False
+        for k in active:
+            for opt in ladders[k]:
+                trial = list(owns)
+                trial[k] = opt
+                cand = leaf(trial)
+                if cand is not None and cand[:2] < current[:2]:
+                    current, owns, changed = cand, trial, True
+        if not changed:
+            break
+    return state["best"]
 
 
 def _raise_multiplicities(ev, host, owns, ps, obj, budget, active):

@@ -81,8 +81,9 @@ class SimletteNetwork:
     """NetworkModel backed by the flit-level simulator."""
 
     def __init__(self, fabric: SimFabric, params: SimletteParams, *, ports: int, rate_Bps: float,
-                 eps_hop_latency_s: float | None = None, schedule: str | None = None):
+                 eps_hop_latency_s: float | None = None, schedule: str | None = None, logical_topology=None):
         self.fabric = fabric
+        self.logical_topology = logical_topology  # EPS only: the overlay groups of its size run on
         self.params = params
         self.ports = ports
         self.rate_Bps = rate_Bps
@@ -134,6 +135,12 @@ class SimletteNetwork:
                     raise SpecError("OCS groups of one call must see the same circuits; use an aligned mesh axis")
             name = self.forced_schedule or best_on_topology(collective, topo, payload_bytes, self.hop_latency_s,
                                                            self.rate_Bps, p)[0]
+        elif self.logical_topology is not None and self.logical_topology.n_ranks == n:
+            # EPS carrying a chosen logical topology (e.g. Figure 3's K8xK8xK8 for parallel RS+AG):
+            # the schedule follows the topology, the switch routes every transfer in one hop
+            topo = self.logical_topology
+            name = self.forced_schedule or best_on_topology(collective, topo, payload_bytes, self.hop_latency_s,
+                                                           self.ports * self.rate_Bps, 1)[0]
         else:
             topo = complete_topology(n)
             if self.forced_schedule:

@@ -51,9 +51,12 @@ class PassManager:
         return g
 
 
-def standard_pipeline(scheme: str, precision, accelerator=None) -> list[Pass]:
+def standard_pipeline(scheme: str, precision, accelerator=None, phase: str = "decode") -> list[Pass]:
     """B.1 order: decode -> precision -> sharding -> collective insertion -> fusion ->
-    resources -> roofline (the last one only when an accelerator is given)."""
+    resources -> roofline (the last one only when an accelerator is given).
+
+    ``phase="prefill"`` replaces the first pass by the prefill specialization (passes/prefill.py);
+    everything after it is the same."""
     from gxnet.passes.collectives import insert_collectives
     from gxnet.passes.decode import specialize_decode
     from gxnet.passes.fusion import fuse_windows
@@ -62,8 +65,14 @@ def standard_pipeline(scheme: str, precision, accelerator=None) -> list[Pass]:
     from gxnet.passes.roofline import annotate_roofline
     from gxnet.passes.sharding import shard
 
+    from gxnet.passes.prefill import specialize_prefill
+
+    if phase not in ("decode", "prefill"):
+        from collectives.errors import SpecError
+
+        raise SpecError(f"phase={phase!r}; choose decode or prefill")
     passes = [
-        Pass("decode", specialize_decode),
+        Pass("decode", specialize_decode) if phase == "decode" else Pass("prefill", specialize_prefill),
         Pass("precision", lambda g: assign_precision(g, precision)),
         Pass(f"sharding[{scheme}]", lambda g: shard(g, scheme)),
         Pass("collective_insertion", lambda g: insert_collectives(g, precision)),

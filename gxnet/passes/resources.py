@@ -49,6 +49,11 @@ def node_resources(g: Graph, node: Node) -> tuple[sp.Expr, sp.Expr]:
     if op == "flash_attention":
         q, kv = ins[0], ins[1]
         ctx = _dim(kv, node.attrs["context_dim"])
+        if node.attrs.get("prefill"):
+            # causal prefill (passes/prefill.py): B query tokens of one sequence, each attending
+            # to (S + 1) / 2 keys on average; K/V of the sequence streamed once for all queries
+            flops = 4 * _dim(q, "B") * _dim(q, "Tq") * _dim(q, "Hq") * _dim(q, "d") * (ctx + 1) / 2
+            return flops, kv.nbytes() / _dim(kv, "B") + io
         flops = 4 * _dim(q, "B") * _dim(q, "Tq") * _dim(q, "Hq") * _dim(q, "d") * ctx
         return flops, kv.nbytes() + io
     if op == "attn_combine":

@@ -66,3 +66,38 @@ def test_bad_input_exit_2_one_line_nothing_written(pipeline, overrides, fragment
     lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
     assert len(lines) == 1 and fragment in lines[0]
     assert not (out / "results.json").exists()
+
+
+# -- in-process checks of the config edge (no subprocess) ------------------------------------
+
+def test_parse_sizes_forms():
+    from pipelines.collective import parse_sizes
+
+    assert parse_sizes("4KiB") == [4096]
+    assert parse_sizes(["1KiB", "1kB"]) == [1024, 1000]
+    assert parse_sizes("1KiB..8KiB") == [1024, 2048, 4096, 8192]
+    assert parse_sizes("1KiB..16KiB*4") == [1024, 4096, 16384]
+    from collectives.errors import SpecError
+
+    for bad in ("8KiB..1KiB", "1KiB..8KiB*1", "lots"):
+        with pytest.raises(SpecError):
+            parse_sizes(bad)
+
+
+def test_task_pricing_step_is_swappable():
+    from omegaconf import OmegaConf
+
+    from pipelines.collective import task
+
+    cfg = OmegaConf.create({"collective": "allreduce", "schedule": "auto", "size": "4KiB", "link_rate": "400Gb/s",
+                            "hop_latency": "0.52us", "multiplicity": 1, "verify": False,
+                            "topology": {"kind": "block_fold", "blocks": [3, 3], "folds": []}})
+    calls = []
+
+    def fake_pricer(collective, topo, size, lam, rate, p, schedule):
+        calls.append((collective, topo.describe(), size, p))
+        return {"x": {"valid": True, "phases": 1, "volume_bytes": 1.0, "time_s": 1e-6}}, "x"
+
+    results, artifacts = task(cfg, pricer=fake_pricer)
+    assert calls == [("allreduce", "K8□K8", 4096, 1)]
+    assert results["best"] == "x" and results["topology"]["coset_layers"] and artifacts == {}

@@ -46,3 +46,15 @@ def test_diameter_frontier_lags_schedulable_frontier():
 def test_bad_axis_size():
     with pytest.raises(SpecError):
         schedulable_frontier(48, 10)
+
+
+def test_diameter_frontier_size_64_reaches_diameter_2_at_degree_13():
+    # Figure 11: 'on an axis of 64 accelerators, diameter 2 is reached at degree 13'
+    f = diameter_frontier(64)
+    diam, folds = f[13]
+    assert diam == 2
+    topo = CayleyTopology(n_bits=6, generators=tuple(1 << b for b in range(6)) + tuple(folds))
+    assert topo.degree == 13 and topo.diameter == 2
+    # sphere-covering bound: 1 + k + C(k, 2) < 64 for k <= 10, so no smaller degree can do it
+    assert all(f[k][0] >= 3 for k in range(6, 11))
+    assert schedulable_frontier(64, 13) == 3  # ... while the coset layers still need 3 phases

@@ -79,3 +79,12 @@ def test_rs_objective_orders_largest_radix_first():
     assert radices(t) == (4, 2)
     t = best_tiling(block_fold((2, 1)), "ag")
     assert radices(t) == (2, 4)
+
+
+def test_independent_bit_blocks_tile_separately():
+    # Q6 with a 111 fold in each 3-bit block = FQ3 x FQ3: 2 + 2 layers (each with a transversal)
+    t = with_folds(hypercube(6), [0b000111, 0b111000])
+    ts = tilings(t)
+    assert ts and all(len(x) == 4 for x in ts)
+    assert all(_is_direct_tiling(x, 6) for x in ts)
+    assert t.diameter == 4

@@ -4,6 +4,8 @@ import time
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collectives.cost import Cost
 from collectives.errors import SpecError
@@ -75,3 +77,19 @@ def test_pricing_all_schedules_is_fast():
     for _ in range(20):
         price_all("allreduce", topo, 4096, LAM, R)
     assert (time.perf_counter() - t0) / 20 < 5e-3  # 1 ms target, generous for a shared CI box
+
+
+@settings(max_examples=40, deadline=None)
+@given(topo=st.sampled_from([hypercube(5), with_folds(hypercube(4), [0b1111]), block_fold((3, 2)), ring(12),
+                             block_fold((2, 2, 2))]),
+       coll=st.sampled_from(["allreduce", "alltoall", "allgather", "reducescatter"]),
+       size=st.integers(1, 1 << 28), lam=st.floats(1e-8, 1e-5), p=st.integers(1, 8))
+def test_best_is_never_beaten(topo, coll, size, lam, p):
+    table = price_all(coll, topo, size, lam, R, p)
+    valid = {n: r for n, r in table.items() if r["valid"]}
+    if not valid:
+        with pytest.raises(SpecError):
+            best_schedule(coll, topo, size, lam, R, p)
+        return
+    best = best_schedule(coll, topo, size, lam, R, p)
+    assert valid[best]["time_s"] <= min(r["time_s"] for r in valid.values()) * (1 + 1e-9)

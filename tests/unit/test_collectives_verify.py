@@ -5,7 +5,7 @@ from fractions import Fraction
 
 import pytest
 
-from collectives.schedule import Phase, Schedule, Transfer
+from collectives.schedule import Phase, Transfer
 from collectives.schedules import lookup
 from collectives.topology import block_fold, hypercube, with_folds
 from collectives.verify import ScheduleError, execute

@@ -58,3 +58,18 @@ def test_tp_ep_rules():
     with pytest.raises(SpecError, match="TP\\*EP=8\\*8=64 must equal world=128"):
         Deployment(model=m, accelerator=a, world=128, parallel=ParallelSpec(scheme="tp_ep", tp=8, ep=8),
                    batch=1, context_tokens=100_000)
+
+
+def test_specs_pickle_for_ray_workers():
+    import pickle
+
+    from gxnet.executor import execute
+    from gxnet.plan import build_plan
+    from gxnet.testing import FixedLatencyNetwork
+
+    d = deployment(batch=4)
+    assert pickle.loads(pickle.dumps(d)) == d
+    plan = build_plan(d)
+    assert pickle.loads(pickle.dumps(plan)) == plan
+    r = execute(plan, FixedLatencyNetwork())
+    assert pickle.loads(pickle.dumps(r)).decode_step_s == r.decode_step_s

@@ -119,3 +119,11 @@ def test_table6_per_axis_times(topo, size, expect_us, expect_h):
         assert hockney_time_s(dvo, size, LAM, R) == pytest.approx(hockney_time_s(cost, size, LAM, R))
     if topo.n_ranks == 64:
         assert best == "coset_factored_parallel"
+
+
+def test_table6_total_is_4_54_us():
+    axes = [(block_fold((2,)), 4 * KiB), (block_fold((3, 3)), 32 * KiB), (block_fold((2, 2)), 4 * KiB),
+            (block_fold((3, 1)), 4 * KiB)]
+    total = sum(hockney_time_s(lookup("allreduce", best_schedule("allreduce", t, s, LAM, R)).closed_form(t), s, LAM, R)
+                for t, s in axes)
+    assert total * 1e6 == pytest.approx(4.54, abs=0.01)

@@ -1,0 +1,14 @@
+"""Simlette: flit-level discrete-event network simulation on SimPy (paper 003, Section 5, Appendix C).
+
+Layers (C.1): ``routing`` (physical topology as simulator links + routing/spraying/circuits),
+worker allocation (group rank i on accelerator group[i]), ``selection`` + ``runner`` (collective
+schedules and their per-rank phase dependencies), ``engine`` (ports, credits, flits, deferred
+latency accounting). ``model.SimletteNetwork`` is the ``NetworkModel``; build it with
+``build.simlette_from_config``.
+"""
+
+from fabrics.simlette.build import params_from_network, simlette_from_config, simulate_collective
+from fabrics.simlette.model import SimletteNetwork
+from fabrics.simlette.params import SimletteParams
+
+__all__ = ["SimletteNetwork", "SimletteParams", "simlette_from_config", "simulate_collective", "params_from_network"]

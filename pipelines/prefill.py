@@ -1,0 +1,207 @@
+"""``python -m pipelines.prefill``: an expert-parallel MoE phase (prefill | decode) on a fabric.
+
+One run: the GXNET graph and passes on each rank's token shard (``gxnet.prefill``), expert
+dispatch/combine AlltoAllv with per-layer routing demand (``gxnet.routing``), timed on a PCIe
+cluster (``fabric=pcie``: ``fabrics.pcie_network``) with the configured ``scheduler``.
+
+results.json keys: ``latency_s`` (end to end), ``breakdown_s`` (attention, ffn, communication,
+planning, fixed, other), ``alltoallv`` (``per_layer_dispatch_s``, ``per_layer_combine_s``,
+``total_s``, ``mean_s``, ``max_s``), ``planning`` (per layer, ``total_s``),
+``kv_allgather_total_s``, ``memory_bytes_per_rank``, ``tokens_per_rank``, ``dropped_rows``,
+``routing``, ``scheduler``, ``platform``, ``nodes``, ``ep`` and the inputs. Experiment mode
+(``points`` and ``compare`` set, e.g. ``+experiment=qwen3_prefill_pcie``): ``comparison``, one
+row per point with each scheduler's latency and AlltoAllv time and the latency reduction of
+the last scheduler over the first, beside the paper's. Artifacts: ``trace.json`` (single run).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from collectives.errors import SpecError
+from pipelines.app import CONF_DIR, gx_main
+from pipelines.specs import accelerator_spec, model_spec, plain, positive_int
+from pipelines.units import parse_rate, parse_time
+
+
+def _get(cfg: Any, key: str, default=None):
+    try:
+        v = cfg.get(key, default) if hasattr(cfg, "get") else default
+    except Exception:  # pragma: no cover - omegaconf missing-value errors
+        return default
+    return default if v is None else v
+
+
+def platform_dict(cfg: Any) -> dict:
+    """The platform mapping: the top-level ``platform`` group, else ``fabric.platform`` by name."""
+    top = _get(cfg, "platform")
+    if isinstance(top, str) or top is None:
+        name = top or plain(cfg["fabric"]).get("platform") or "r5080_bf3"
+        path = Path(CONF_DIR) / "platform" / f"{name}.yaml"
+        if not path.exists():
+            raise SpecError(f"platform={name!r} is not in conf/platform/; choose one of: "
+                            f"{', '.join(sorted(p.stem for p in path.parent.glob('*.yaml')))}")
+        import yaml
+
+        return yaml.safe_load(path.read_text())
+    return dict(plain(top))
+
+
+def pcie_network_from_cfg(cfg: Any, world: int | None = None, *, scheduler: str | None = None, nodes: int | None = None):
+    """``fabric=pcie`` -> a ``PcieNetwork`` (used by pipelines.prefill and, via network.py, decode)."""
+    from fabrics.pcie.platform import build_cluster
+    from fabrics.pcie_network import PcieNetwork, PcieNetworkParams
+
+    fab = dict(plain(cfg["fabric"]))
+    n_nodes = nodes if nodes is not None else positive_int(_get(cfg, "nodes", fab.get("nodes", 1)), "nodes")
+    cluster = build_cluster(platform_dict(cfg), n_nodes, parse_rate)
+    if world is not None and world > cluster.n_ranks:
+        per = cluster.server.gpus_per_node
+        raise SpecError(f"{world} ranks need {world} GPUs but {n_nodes} {cluster.server.name} node(s) have "
+                        f"{cluster.n_ranks}; set nodes={-(-world // per)}")
+    sched, sparams = scheduler_choice(cfg, scheduler)
+    params = PcieNetworkParams(
+        scheduler=str(sched), scheduler_params=sparams,
+        activation_overhead_s=parse_time(fab.get("activation_overhead", 0), "fabric.activation_overhead"),
+        planning=str(fab.get("planning", "per_activation")),
+        planning_cost_per_activation_s=parse_time(fab.get("planning_cost_per_activation", "20.6us"),
+                                                  "fabric.planning_cost_per_activation"),
+        catalog_dir=fab.get("catalog_dir"), validate=bool(fab.get("validate", True)))
+    return PcieNetwork(cluster, params)
+
+
+def scheduler_choice(cfg: Any, name: str | None = None) -> tuple[str, dict]:
+    """(scheduler name, its parameters): the ``scheduler`` group (conf/scheduler/<name>.yaml),
+    a plain name, or ``fabric.scheduler``; ``name`` picks another scheduler's own config file."""
+    fab = dict(plain(cfg["fabric"]))
+    chosen = plain(_get(cfg, "scheduler", fab.get("scheduler", "variopath")))
+    if isinstance(chosen, dict):
+        params = dict(chosen)
+        chosen = str(params.pop("name"))
+    else:
+        chosen, params = str(chosen), dict(fab.get("scheduler_params") or {})
+    if name is None or name == chosen:
+        return chosen, params
+    path = Path(CONF_DIR) / "scheduler" / f"{name}.yaml"
+    if not path.exists():
+        return str(name), {}
+    import yaml
+
+    params = dict(yaml.safe_load(path.read_text()) or {})
+    params.pop("name", None)
+    return str(name), params
+
+
+def ep_deployment(cfg: Any, *, ep: int | None = None):
+    from gxnet.precision import precision_from_dict
+    from gxnet.prefill import EpDeployment, PhaseSpec
+    from gxnet.routing import routing_from_dict
+
+    phase = PhaseSpec(phase=str(_get(cfg, "phase", "prefill")),
+                      requests=positive_int(_get(cfg, "requests", 1), "requests"),
+                      prompt_tokens=positive_int(_get(cfg, "prompt_tokens", 8192), "prompt_tokens"),
+                      context_tokens=positive_int(_get(cfg, "context", 1), "context"))
+    return EpDeployment(model=model_spec(cfg), accelerator=accelerator_spec(cfg),
+                        ep=ep if ep is not None else positive_int(cfg["ep"], "ep"), phase=phase,
+                        routing=routing_from_dict(plain(_get(cfg, "routing", {}))),
+                        precision=precision_from_dict(plain(_get(cfg, "precision"))))
+
+
+def build_phase_network(cfg: Any, ep: int, *, scheduler: str | None = None, nodes: int | None = None):
+    fab = dict(plain(cfg["fabric"]))
+    if fab.get("name") == "pcie":
+        return pcie_network_from_cfg(cfg, ep, scheduler=scheduler, nodes=nodes)
+    from pipelines.network import build_network
+
+    return build_network(cfg, accelerator_spec(cfg), ep)
+
+
+def run_point(cfg: Any, *, ep: int | None = None, nodes: int | None = None, scheduler: str | None = None):
+    from gxnet.prefill import build_phase_plan, execute_phase
+
+    dep = ep_deployment(cfg, ep=ep)
+    net = build_phase_network(cfg, dep.ep, scheduler=scheduler, nodes=nodes)
+    plan = build_phase_plan(dep)
+    return dep, net, execute_phase(plan, net)
+
+
+def results_of(cfg: Any, dep, net, res) -> dict:
+    fab = dict(plain(cfg["fabric"]))
+    out = {
+        "model": dep.model.name, "accelerator": dep.accelerator.name, "phase": dep.phase.phase,
+        "requests": dep.phase.requests, "prompt_tokens": dep.phase.prompt_tokens,
+        "context_tokens": dep.phase.context_tokens, "tokens": dep.phase.tokens, "ep": dep.ep,
+        "routing": {"model": dep.routing.model, "seed": dep.routing.seed, "zipf_s": dep.routing.zipf_s,
+                    "placement": dep.routing.placement, "capacity_factor": dep.routing.capacity_factor,
+                    "bucket_levels": list(dep.routing.bucket_levels), "dedup": dep.routing.dedup},
+        "fabric": fab.get("name"),
+    }
+    if hasattr(net, "cluster"):
+        out.update({"platform": net.cluster.server.name, "nodes": net.cluster.nodes, "scheduler": net.params.scheduler,
+                    "planning_mode": net.params.planning})
+    out.update(res.summary())
+    return out
+
+
+def _experiment(cfg: Any) -> dict:
+    points = list(plain(_get(cfg, "points", [])) or [])
+    compare = [str(s) for s in (plain(_get(cfg, "compare", [])) or [])]
+    if not compare:
+        compare = [scheduler_choice(cfg)[0]]
+    rows = []
+    for pt in points:
+        pt = dict(pt)
+        ep = positive_int(pt.get("ep"), "points[].ep")
+        nodes = positive_int(pt.get("nodes", _get(cfg, "nodes", 1)), "points[].nodes")
+        row: dict = {"ep": ep, "nodes": nodes, "paper_reduction_pct": pt.get("paper_reduction_pct")}
+        for s in compare:
+            dep, net, res = run_point(cfg, ep=ep, nodes=nodes, scheduler=s)
+            summ = res.summary()
+            row[s] = {"latency_s": res.latency_s, "alltoallv_total_s": summ["alltoallv"]["total_s"],
+                      "planning_total_s": summ["planning"]["total_s"], "breakdown_s": summ["breakdown_s"]}
+        if len(compare) >= 2:
+            base, new = row[compare[0]], row[compare[-1]]
+            row["latency_reduction_pct"] = 100.0 * (1 - new["latency_s"] / base["latency_s"])
+            row["alltoallv_reduction_pct"] = (100.0 * (1 - new["alltoallv_total_s"] / base["alltoallv_total_s"])
+                                              if base["alltoallv_total_s"] > 0 else 0.0)
+            row["latency_reduction_without_planning_pct"] = 100.0 * (
+                1 - (new["latency_s"] - new["planning_total_s"]) / (base["latency_s"] - base["planning_total_s"]))
+        rows.append(row)
+    return {"model": model_spec(cfg).name, "phase": str(_get(cfg, "phase", "prefill")),
+            "prompt_tokens": _get(cfg, "prompt_tokens"), "compare": compare,
+            "routing": dict(plain(_get(cfg, "routing", {}))), "comparison": rows}
+
+
+def summary(res: dict) -> str:
+    if "comparison" in res:
+        lines = [f"{res['model']} {res['phase']}: {' vs '.join(res['compare'])}"]
+        for r in res["comparison"]:
+            lat = ", ".join(f"{s} {r[s]['latency_s'] * 1e3:.1f} ms" for s in res["compare"])
+            red = f"; reduction {r['latency_reduction_pct']:.1f} % (paper {r['paper_reduction_pct']} %)" if "latency_reduction_pct" in r else ""
+            lines.append(f"  EP{r['ep']} on {r['nodes']} nodes: {lat}{red}")
+        return "\n".join(lines)
+    b = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in res["breakdown_s"].items())
+    return (f"{res['model']} {res['phase']} ({res['tokens']} tokens) on EP{res['ep']} x {res['accelerator']}, "
+            f"fabric {res['fabric']}" + (f" ({res.get('platform')} x {res.get('nodes')}, {res.get('scheduler')})" if "platform" in res else "")
+            + f"\nlatency {res['latency_s'] * 1e3:.2f} ms; AlltoAllv total {res['alltoallv']['total_s'] * 1e3:.2f} ms, "
+            f"planning {res['planning']['total_s'] * 1e3:.2f} ms\nbreakdown: {b}")
+
+
+def task(cfg):
+    if plain(_get(cfg, "points", [])):
+        res = _experiment(cfg)
+        print(summary(res))
+        return res
+    from gxnet.prefill import chrome_trace
+
+    dep, net, step = run_point(cfg)
+    res = results_of(cfg, dep, net, step)
+    print(summary(res))
+    return res, {"trace.json": chrome_trace(step, f"{dep.model.name} {dep.phase.phase}")}
+
+
+main = gx_main("prefill")(task)
+
+if __name__ == "__main__":
+    main()
