@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Set-up and entry commands that need nothing but Python 3.11 and pip.
 
-    python3 dev.py run [overrides]   install into .venv (idempotent) and run the main job
+    python3 dev.py run [overrides]   install into .venv (idempotent) and run the main job: a Megatron 5T
+                                     decode step on 512 RX00 on the three scale-up fabrics at batch
+                                     1/4/16 (gx decode -m experiment=fabric_comparison, on local Ray,
+                                     into ./mlflow.db), then its report (table + figures)
     python3 dev.py test [pytest args] install into .venv (idempotent) and run the test suite
     python3 dev.py gx PIPELINE [...] run any pipeline inside .venv
 
@@ -49,7 +52,10 @@ def main() -> None:
     install()
     os.chdir(ROOT)
     if what == "run":
-        os.execv(str(BIN / "gx"), [str(BIN / "gx"), "decode", *rest])
+        sweep = subprocess.run([str(BIN / "gx"), "decode", "-m", "experiment=fabric_comparison", *rest], cwd=ROOT)
+        if sweep.returncode:
+            sys.exit(sweep.returncode)
+        os.execv(str(BIN / "gx"), [str(BIN / "gx"), "report", "pipeline=decode", "hydra.run.dir=outputs/report"])
     if what == "gx":
         os.execv(str(BIN / "gx"), [str(BIN / "gx"), *rest])
     if what == "test":

@@ -235,6 +235,28 @@ def rotated_max_volume(order_radices, per_phase) -> Fraction:
     return total
 
 
+def parallel_pieces(order_radices, kind: str) -> int:
+    """How many rotated pieces the parallel RS+AG / coset all-gather use: l (one per layer), or 1
+    when rotation would not pay. On uniform folds rotation divides the volume by l (Eq. 4 / l);
+    on strongly mixed radices a piece that starts on a narrow layer can cost more than it saves
+    (e.g. radices 8, 4, 2: rotated 41/96 sigma against 11/32 sigma for RS+AG), and then the plain
+    order is kept. Closed form and builder both follow this choice."""
+    r = tuple(order_radices)
+    if kind == "rs":
+        rotated, plain = rotated_max_volume(r, _rs_piece), rs_volume(r)
+    else:
+        rotated, plain = rotated_max_volume(r, _ag_piece), ag_volume_blocks(r)
+    return len(r) if rotated <= plain else 1
+
+
+def parallel_volume(order_radices, kind: str) -> Fraction:
+    """Volume of the parallel variant (RS half for kind='rs', in sigma; blocks for kind='ag')."""
+    r = tuple(order_radices)
+    if parallel_pieces(r, kind) == 1:
+        return rs_volume(r) if kind == "rs" else ag_volume_blocks(r)
+    return rotated_max_volume(r, _rs_piece if kind == "rs" else _ag_piece)
+
+
 def best_tiling(topo, objective: str) -> Tiling:
     """The tiling a schedule uses, ordered for that schedule; () if none exists.
 
@@ -263,11 +285,11 @@ def best_tiling(topo, objective: str) -> Tiling:
         if objective == "rs":
             return (rs_volume(r), sum(r))
         if objective == "rs_parallel":
-            return (rotated_max_volume(r, _rs_piece), sum(r))
+            return (parallel_volume(r, "rs"), sum(r))
         if objective == "ag":
             return (ag_volume_blocks(r), sum(r))
         if objective == "ag_parallel":
-            return (rotated_max_volume(r, _ag_piece), sum(r))
+            return (parallel_volume(r, "ag"), sum(r))
         if objective == "bruck":
             return (sum(Fraction(1, x) for x in r), sum(r))
         if objective == "bruck_parallel":

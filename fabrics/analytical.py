@@ -1,4 +1,7 @@
-"""Analytical (Hockney) network model on a single-level packet-switched fabric.
+"""Analytical (Hockney) network models: single-level (``AnalyticalSingleLevel``) and on any
+physical fabric (``FabricAnalytical``, Section 5.4 — see its docstring and docs/fabric_network.md).
+
+Single-level packet-switched fabric (``AnalyticalSingleLevel``, ``network.model=single_level``):
 
 This is the first network model of the spine (paper 003, Eq. 1 and Appendix C.2): a phase
 costs one switched-hop latency λ plus its bottleneck bytes over the bandwidth available to
@@ -21,7 +24,11 @@ paper's analytical backend does (B.4); Simlette is the model that captures conte
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
 
 from collectives.errors import SpecError
 from fabrics.network_model import (
@@ -120,3 +127,201 @@ class AnalyticalSingleLevel:
     def advance(self) -> list[Completion]:
         done, self._pending = self._pending, []
         return done
+
+
+# ---------------------------------------------------------------------------------------------
+# Fabric-aware analytical model (paper 003, Section 5.4, Appendix C.2, C.7)
+# ---------------------------------------------------------------------------------------------
+
+_PREPARED_KEEP = 4  # deployments whose prepared fabric (routing, circuits, prices) is kept
+
+
+@lru_cache(maxsize=128)  # explicit keyed cache: (n_bits, local generators, schedule, collective) -> arrays
+def _planned_phases(n_bits: int, generators: tuple[int, ...], schedule: str, collective: str):
+    from collectives.schedules import SCHEDULES
+    from collectives.topology import CayleyTopology
+    from fabrics.native import library_phases
+
+    topo = CayleyTopology(n_bits=n_bits, generators=generators)
+    entry = SCHEDULES.get(schedule)
+    reason = entry.why_invalid(topo, collective)
+    if reason is not None:
+        raise SpecError(f"schedule={schedule} cannot run {collective} on the planned topology {topo.describe()}: "
+                        f"{reason}; use schedule=auto")
+    return library_phases(entry.build(topo, collective))
+
+
+def planned_schedule_names(n_bits: int, generators: tuple[int, ...], collective: str) -> list[str]:
+    """Every library schedule valid for ``collective`` on a planned axis topology."""
+    from collectives.schedules import SCHEDULES, schedules_for
+    from collectives.topology import CayleyTopology
+
+    topo = CayleyTopology(n_bits=n_bits, generators=generators)
+    return [n for n in schedules_for(collective) if SCHEDULES.get(n).valid(topo, collective)]
+
+
+def clear_fabric_caches() -> None:
+    """Empty the keyed caches of the fabric model (schedule arrays); always safe."""
+    from fabrics.native import native_phases
+
+    _planned_phases.cache_clear()
+    native_phases.cache_clear()
+
+
+class FabricAnalytical:
+    """NetworkModel on a physical fabric: every collective is a schedule priced phase by phase.
+
+    A phase costs the latency of its slowest path plus its bottleneck bytes over the capacity they
+    share (``RoutedFabric.phase_cost``, vectorised in ``fabrics.phase_pricing``): accelerator
+    injection over all L sprayed ports, a rack's level-2 capacity (4:1 on all-EPS and hybrid),
+    hybrid rack circuits, OCS circuits with their multiplicity. All concurrent groups of a call are
+    priced together, so groups that meet on the same rack uplinks slow each other down.
+
+    * EPS fabrics (``single_eps``, ``all_eps``, ``hybrid``): native schedules
+      (``fabrics.native``), the one with the lowest predicted time at the call's size
+      (``schedule="auto"``) or the forced one.
+    * OCS fabrics (``single_ocs``, ``all_ocs``): ``prepare`` plans the circuits from the
+      deployment demand (shared-host planner); each call runs the schedule the plan chose for its
+      axis (or the forced one) on the planned topology.
+
+    Prices are cached per (call structure, schedule) as a line T(σ) = Σλ + σ·Σs, and per payload,
+    so the 128 identical layers of a decode step cost one pricing each. ``prepare`` keeps the last
+    few deployments' prepared fabrics (keyed by demand), so re-evaluating a deployment is cheap.
+    """
+
+    def __init__(self, fabric, *, schedule: str = "auto", planner_hop_latency_s: float | None = None,
+                 allocation: str = "shared_host"):
+        self.fabric = fabric
+        self.schedule = str(schedule)
+        self.planner_hop_latency_s = planner_hop_latency_s
+        self.allocation = allocation
+        self._prepared: OrderedDict = OrderedDict()  # (demand, world) -> (DeploymentFabric, lines, prices)
+        self.deployment = None
+        self._demand: tuple[DemandEntry, ...] = ()
+        self._lines: dict = {}
+        self._prices: dict = {}
+        self._pending: list[Completion] = []
+        self.schedules_used: dict[tuple[str, str, str], str] = {}
+
+    # -- protocol ---------------------------------------------------------------------------
+    def prepare(self, demand: tuple[DemandEntry, ...], world: int) -> None:
+        from fabrics.deployment_network import prepare_fabric
+
+        key = (tuple(demand), int(world))
+        state = self._prepared.get(key)
+        if state is None:
+            dep = prepare_fabric(self.fabric, demand, world, planner_hop_latency_s=self.planner_hop_latency_s,
+                                 allocation=self.allocation, schedule=self.schedule)
+            state = (dep, {}, {})
+            self._prepared[key] = state
+            while len(self._prepared) > _PREPARED_KEEP:
+                self._prepared.popitem(last=False)
+        else:
+            self._prepared.move_to_end(key)
+        self.deployment, self._lines, self._prices = state
+        self._demand = key[0]
+        self._pending = []
+        self.schedules_used = {}
+
+    def register(self, call: CollectiveCall, earliest_start_s: float) -> None:
+        duration_s, schedule = self.price(call)
+        self.schedules_used[(call.region, call.axis, call.collective)] = schedule
+        self._pending.append(Completion(call_id=call.call_id, start_s=earliest_start_s,
+                                        end_s=earliest_start_s + duration_s, schedule=schedule))
+
+    def advance(self) -> list[Completion]:
+        done, self._pending = self._pending, []
+        return done
+
+    # -- pricing ----------------------------------------------------------------------------
+    def price(self, call: CollectiveCall) -> tuple[float, str]:
+        """(completion time, schedule) of one call; raises outside the declared demand (B.4)."""
+        if self.deployment is None:
+            raise RuntimeError("FabricAnalytical.prepare(demand, world) must run before register")
+        skey = (call.region, call.axis, call.collective, len(call.groups), len(call.groups[0]))
+        pkey = (skey, call.payload_bytes)
+        hit = self._prices.get(pkey)
+        if hit is not None and hit[0] is call.groups:
+            return hit[1]
+        lines = self.schedule_lines(call)
+        if not lines:
+            result = (0.0, "none")
+        else:
+            name = min(lines, key=lambda n: (lines[n].time_s(call.payload_bytes), _native_rank(n)))
+            result = (lines[name].time_s(call.payload_bytes), name)
+        self._prices[pkey] = (call.groups, result)
+        return result
+
+    def schedule_lines(self, call: CollectiveCall, *, every_schedule: bool = False) -> dict:
+        """{schedule: ScheduleLine} the model chooses from for this call (auto: the native set on EPS,
+        the plan's schedule on OCS; ``every_schedule``: every valid library schedule on OCS)."""
+        from fabrics.native import canonical_collective, native_phases, native_schedules
+
+        skey = (call.region, call.axis, call.collective, len(call.groups), len(call.groups[0]), every_schedule)
+        hit = self._lines.get(skey)
+        if hit is not None and (hit[0] is call.groups or hit[0] == call.groups):
+            return hit[1]
+        check_in_demand(call, self._demand)
+        dep = self.deployment
+        collective = canonical_collective(call.collective)
+        n = len(call.groups[0])
+        lines: dict = {}
+        if n > 1 and collective != "none":
+            if dep.uses_native_schedules:
+                names = native_schedules(collective) if self.schedule == "auto" else (self.schedule,)
+                groups = np.asarray(call.groups, dtype=np.int64)
+                for name in names:
+                    lines[name] = dep.pricer.schedule_line(native_phases(collective, name, n), groups)
+            else:
+                lines = self._planned_lines(call, collective, every_schedule)
+        self._lines[skey] = (call.groups, lines)
+        return lines
+
+    def _planned_lines(self, call: CollectiveCall, collective: str, every_schedule: bool) -> dict:
+        dep = self.deployment
+        ax = dep.axes.get((call.region, call.axis, collective))
+        if ax is None:
+            if call.payload_bytes == 0:
+                return {}
+            raise SpecError(f"collective {call.collective} on axis {call.axis} in region {call.region} has no "
+                            "circuits in the OCS plan (its demand row carries no payload)")
+        if len(call.groups[0]) != 1 << len(ax.bits):
+            raise SpecError(f"call on axis {call.axis} has groups of {len(call.groups[0])} ranks but the plan's axis "
+                            f"has {1 << len(ax.bits)}")
+        gens = ax.local_generators()
+        if every_schedule:
+            names = planned_schedule_names(len(ax.bits), gens, collective)
+        else:
+            names = [ax.schedule if self.schedule == "auto" else self.schedule]
+        groups = ax.groups(dep.world)
+        return {name: dep.pricer.schedule_line(_planned_phases(len(ax.bits), gens, name, collective), groups)
+                for name in names}
+
+    # -- reporting --------------------------------------------------------------------------
+    @property
+    def plan_json(self) -> dict | None:
+        return None if self.deployment is None else self.deployment.plan_json
+
+    def plan_summary(self) -> dict | None:
+        """A short view of the deployment's plan for results.json (hybrid and OCS fabrics)."""
+        dep = self.deployment
+        if dep is None or dep.plan_json is None:
+            return None
+        pj = dep.plan_json
+        if dep.plan is not None:
+            return {"fabric": dep.kind, "total_time_s": pj["total_time_s"], "host_degree": pj["host_degree"],
+                    "ports_used": pj["ports_used"], "ports": pj["ports"], "request_hash": pj["request_hash"],
+                    "axes": [{"region": k[0], "axis": k[1], "collective": k[2], "topology": a.topology,
+                              "degree": len(a.generators), "multiplicity": a.multiplicity, "schedule": a.schedule}
+                             for k, a in dep.axes.items()]}
+        if "rack_circuits" in pj:
+            counts = np.asarray(pj["rack_circuits"])
+            return {"fabric": dep.kind, "allocation": pj["allocation"], "circuits": pj["circuits"],
+                    "rack_pairs_connected": int((counts > 0).sum()), "max_circuits_per_rack_pair": int(counts.max())}
+        return {"fabric": dep.kind}
+
+
+def _native_rank(name: str) -> int:
+    """Ties between equally fast schedules go to the simpler one (TensorRT-LLM's order)."""
+    order = ("one_shot", "direct", "two_shot", "halving_doubling")
+    return order.index(name) if name in order else len(order)

@@ -126,7 +126,7 @@ class LayerRouting:
     dispatch_bytes: np.ndarray = field(compare=False)  # (N, N) int64, zero diagonal
     rows_per_rank: np.ndarray = field(compare=False)  # (N,) expert rows computed on each rank (after drops)
     active_experts_per_rank: np.ndarray = field(compare=False)  # (N,) experts with >= 1 row
-    dropped_rows: int = 0  # rows beyond capacity (padding) or the top bucket
+    dropped_rows: int = 0  # rows beyond capacity (padding) or the top bucket (token transfers if dedup)
 
     @property
     def n_ranks(self) -> int:
@@ -281,8 +281,7 @@ def layer_routing(spec: RoutingSpec, problem: RoutingProblem, layer: int, hosts:
         q = levels[np.minimum(idx, len(levels) - 1)]
         bucketed = np.ceil(q * mean)
         over = np.where(top, units - bucketed, 0.0)
-        unit_rows = 1.0 if not spec.dedup else k * T / max(1.0, np.sum(units))  # rows per unit (approx.)
-        dropped = int(round(over.sum() * unit_rows))
+        dropped = int(round(over.sum()))  # in wire units: rows, or token transfers when dedup
         units = np.where(units > 0, bucketed, 0.0)
     units = units.copy()
     np.fill_diagonal(units, 0.0)  # a rank's own tokens stay local (Section 2.3 of paper 000)

@@ -54,19 +54,21 @@ def make_demand(workload: dict, n: int):
     raise SpecError(f"unknown workload {name!r}; choose one of: file, moe, uniform, zipf")
 
 
-def _scheduler_params(name: str, given: dict | None) -> dict:
-    if given is not None and given.get("name") == name:
-        return dict(given)
-    path = Path(CONF_DIR) / "scheduler" / f"{name}.yaml"
+def _scheduler_params(option: str) -> dict:
+    """conf/scheduler/<option>.yaml (its ``name`` is the registry key; presets share one key)."""
+    path = Path(CONF_DIR) / "scheduler" / f"{option}.yaml"
     if not path.exists():
-        SCHEDULERS.get(name)  # raises the one-line "unknown scheduler" error
-        return {}
+        SCHEDULERS.get(option)  # raises the one-line "unknown scheduler" error if not a key either
+        return {"name": option}
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    params = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    params.setdefault("name", option)
+    return params
 
 
-def run_one(topology, demand, name: str, params: dict, overhead_s: float, cache_dir) -> tuple[dict, dict]:
+def run_one(topology, demand, label: str, params: dict, overhead_s: float, cache_dir) -> tuple[dict, dict]:
+    name = params.get("name", label)
     params = {k: v for k, v in params.items() if k != "name"}
     if name == "variopath":
         params.setdefault("overhead_s", overhead_s)
@@ -78,7 +80,8 @@ def run_one(topology, demand, name: str, params: dict, overhead_s: float, cache_
     ev = evaluate(schedule, topology.capacity_Bps, overhead_s)
     catalog = planner.catalog.summary() if getattr(planner, "catalog", None) is not None else None
     result = {
-        "scheduler": name,
+        "scheduler": label,
+        "registry_key": name,
         "completion_s": ev.completion_s,
         "algbw_Bps": ev.algbw_Bps,
         "busbw_Bps": ev.busbw_Bps,
@@ -121,21 +124,23 @@ def run(cfg: dict) -> tuple[dict, dict]:
     demand = make_demand(dict(cfg["workload"]), topology.n_ranks)
     overhead_s = parse_time(cfg.get("activation_overhead", 0), "activation_overhead")
     cache_dir = cfg.get("catalog_cache")
-    names = list(cfg.get("schedulers") or [])
+    names = [str(n) for n in (cfg.get("schedulers") or [])]
     single = not names
     if single:
-        names = [cfg["scheduler"]["name"]]
-    for n in names:
-        SCHEDULERS.get(n)  # unknown names fail before any work
+        chosen = {names_key: dict(cfg["scheduler"]) for names_key in [cfg["scheduler"]["name"]]}
+    else:
+        chosen = {n: _scheduler_params(n) for n in names}  # unknown options fail before any work
+    for params in chosen.values():
+        SCHEDULERS.get(params["name"])
     base = {"platform": topology.name, "nodes": cfg.get("nodes", 1), "n_ranks": topology.n_ranks,
             "workload": dict(cfg["workload"]), "total_bytes": int(demand.sum()), "activation_overhead_s": overhead_s}
     per, artifacts = {}, {}
-    for n in names:
-        res, sched = run_one(topology, demand, n, _scheduler_params(n, cfg.get("scheduler")), overhead_s, cache_dir)
+    for n, params in chosen.items():
+        res, sched = run_one(topology, demand, n, params, overhead_s, cache_dir)
         per[n] = res
         artifacts["schedule.json" if single else f"schedule_{n}.json"] = sched
     if single:
-        return {**base, **per[names[0]]}, artifacts
+        return {**base, **next(iter(per.values()))}, artifacts
     artifacts["bandwidth_by_scheduler.png"] = _plot(per)
     best = max(per, key=lambda n: per[n]["algbw_Bps"])
     return {**base, "schedulers": per, "best": best,

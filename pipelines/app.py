@@ -81,7 +81,7 @@ def run_guarded(fn: Callable[[], Any]) -> Any:
         user_error(str(exc))
 
 
-def gx_main(config_name: str) -> Callable[[Callable], Callable[[], None]]:
+def gx_main(config_name: str, *, track: bool = True) -> Callable[[Callable], Callable[[], None]]:
     """Decorator turning ``fn(cfg) -> results | (results, artifacts)`` into a Hydra entry point.
 
     ``-m`` multiruns go to the ``gx_ray`` launcher (Ray + MLflow, ``pipelines.sweep``); a single
@@ -97,7 +97,8 @@ def gx_main(config_name: str) -> Callable[[Callable], Callable[[], None]]:
             outcome = run_guarded(lambda: fn(cfg))
             results, artifacts = outcome if isinstance(outcome, tuple) else (outcome, None)
             write_outputs(out_dir, results, artifacts)
-            track_single_run(config_name, cfg, results, out_dir)
+            if track:
+                track_single_run(config_name, cfg, results, out_dir)
 
         _main.gx_pipeline = config_name  # read by the gx_ray launcher
         hydra_main = hydra.main(version_base=None, config_path=CONF_DIR, config_name=config_name)(_main)

@@ -139,6 +139,8 @@ def task(cfg, pricer=price):
     from collectives.schedules import normalize_collective
     from collectives.topology import min_phases_lower_bound
 
+    if cfg.get("fabric") is not None:  # fabric=...: price on a whole physical fabric (issue #4)
+        return fabric_task(cfg)
     collective = normalize_collective(cfg.get("collective", "allreduce"))
     multiplicity = _int(cfg.get("multiplicity", 1), "multiplicity")
     if multiplicity < 1:
@@ -246,6 +248,176 @@ def format_table(results) -> str:
         else:
             lines.append(f"  {name:<26} invalid: {r['reason']}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# fabric=single_eps|single_ocs|all_eps|hybrid|all_ocs: one collective on a whole fabric (issue #4)
+# ---------------------------------------------------------------------------------------
+
+def fabric_world(fab: dict) -> int:
+    """``fabric.world``, else the fabric's accelerators when a power of two, else the largest power
+    of two that fits (512 of the 576 accelerators of Appendix C.7)."""
+    if fab.get("world") is not None:
+        w = _int(fab["world"], "fabric.world")
+    elif fab.get("accelerators") is not None:
+        n = _int(fab["accelerators"], "fabric.accelerators")
+        w = 1 << (n.bit_length() - 1)
+    else:
+        raise SpecError(f"fabric={fab.get('name')} needs the number of ranks: give fabric.world=N (e.g. fabric.world=512)")
+    if w < 2:
+        raise SpecError(f"fabric.world={w} must be at least 2 ranks")
+    return w
+
+
+def fabric_groups(world: int, group_size) -> tuple[tuple[int, ...], ...]:
+    """One group of every rank, or contiguous groups of ``group_size`` ranks (minor mesh axis)."""
+    n = world if group_size is None else _int(group_size, "group_size")
+    if n < 2 or world % n:
+        raise SpecError(f"group_size={n} must be at least 2 and divide fabric.world={world}; e.g. group_size=8")
+    return tuple(tuple(range(g * n, (g + 1) * n)) for g in range(world // n))
+
+
+class _Accelerator:
+    """The collective pipeline has no accelerator group: RX00 (Table 11/12: 36 ports, 2631 W incl.
+    host share) stands in for the ports when ``fabric.ports`` is null and for the power figure."""
+
+    name = "rx00"
+
+    def __init__(self, ports: int):
+        self.scaleup_ports = ports
+
+
+def fabric_task(cfg):
+    """Price one collective on a whole fabric with the fabric network model (or Simlette).
+
+    results.json: ``mode`` = "fabric", ``collective``, ``fabric``, ``network``, ``world``,
+    ``group_size``, ``groups``, ``schedule_option``, ``size_bytes``, ``completion_s``, ``schedule``,
+    ``schedules`` {name: {time_s, phases, latency_s, seconds_per_byte}} (every schedule the model
+    can run there: the native set on EPS, every valid schedule on the planned OCS topology),
+    ``sweep`` [{size_bytes, completion_s, schedule, time_s {name: s}}], ``plan`` (hybrid/OCS) and
+    ``system_power_W``; artifact ``plan.json`` (hybrid/OCS, first size).
+    """
+    from collectives.schedules import normalize_collective
+    from fabrics.network_model import CollectiveCall, DemandEntry
+    from pipelines.specs import plain
+
+    collective = normalize_collective(cfg.get("collective", "allreduce"))
+    fab = dict(plain(cfg["fabric"]))
+    name = fab.get("name")
+    if name == "pcie":
+        raise SpecError("pipelines.collective prices scale-up fabrics; for fabric=pcie use pipelines.alltoallv")
+    world = fabric_world(fab)
+    groups = fabric_groups(world, cfg.get("group_size"))
+    sizes = parse_sizes(cfg.get("size"))
+    schedule = str(cfg.get("schedule", "auto"))
+    ports = fab.get("ports")
+    accel = _Accelerator(_int(ports, "fabric.ports") if ports is not None else 36)
+    fcfg = {"fabric": {**fab, "schedule": schedule}, "network": plain(cfg.get("network") or {"name": "analytical"})}
+    net_kind = fcfg["network"].get("name", "analytical")
+    if net_kind == "simlette":
+        return _simlette_collective(fcfg, accel, world, groups, collective, sizes)
+    if net_kind != "analytical":
+        raise SpecError(f"network={net_kind!r} is not available here; choose analytical or simlette")
+    from pipelines.network import fabric_network
+
+    network = fabric_network(fcfg, accel, world)
+    sweep, first, plan_json, plan_summary = [], None, None, None
+    for size in sizes:
+        demand = (DemandEntry(region="collective", axis="group", collective=collective, groups=len(groups),
+                              ranks=len(groups[0]), calls_per_step=1, payload_bytes=size),)
+        network.prepare(demand, world)
+        call = CollectiveCall(call_id=0, region="collective", axis="group", collective=collective, groups=groups,
+                              payload_bytes=size)
+        completion_s, chosen = network.price(call)
+        lines = network.schedule_lines(call, every_schedule=True)
+        table = {n: {"time_s": ln.time_s(size), "phases": ln.phases, "latency_s": ln.latency_s,
+                     "seconds_per_byte": ln.seconds_per_byte} for n, ln in lines.items()}
+        row = {"size_bytes": size, "completion_s": completion_s, "schedule": chosen,
+               "time_s": {n: r["time_s"] for n, r in table.items()}}
+        sweep.append(row)
+        if first is None:
+            first = (row, table)
+            plan_summary, plan_json = network.plan_summary(), network.plan_json
+    row, table = first
+    results = {
+        "mode": "fabric", "collective": collective, "fabric": name, "network": "analytical", "world": world,
+        "group_size": len(groups[0]), "groups": len(groups), "schedule_option": schedule,
+        "size_bytes": row["size_bytes"], "completion_s": row["completion_s"], "schedule": row["schedule"],
+        "schedules": table, "sweep": sweep,
+    }
+    if plan_summary is not None:
+        results["plan"] = plan_summary
+    from pipelines.network import fabric_power
+
+    power = fabric_power(fcfg, accel, world)
+    if power is not None:
+        results["system_power_W"] = power["system_power_W"]
+    print(format_fabric_table(results))
+    artifacts = {"plan.json": plan_json} if plan_json is not None else {}
+    if len(sizes) > 1:
+        artifacts["completion_time.png"] = plot_fabric_sweep(results)
+    return results, artifacts
+
+
+def _simlette_collective(fcfg, accel, world, groups, collective, sizes):
+    from fabrics.simlette import simulate_collective
+    from pipelines.network import simlette_network
+
+    sweep = []
+    for size in sizes:
+        net = simlette_network(fcfg, accel, world)
+        r = simulate_collective(net, collective, size, groups=groups)
+        sweep.append({"size_bytes": size, "completion_s": r["completion_s"], "schedule": r["schedule"],
+                      "sim_wall_s": r["sim_wall_s"], "events": r["events"]})
+    first = sweep[0]
+    results = {"mode": "fabric", "collective": collective, "fabric": fcfg["fabric"].get("name"), "network": "simlette",
+               "world": world, "group_size": len(groups[0]), "groups": len(groups),
+               "schedule_option": fcfg["fabric"]["schedule"], "size_bytes": first["size_bytes"],
+               "completion_s": first["completion_s"], "schedule": first["schedule"],
+               "schedules": {first["schedule"]: {"time_s": first["completion_s"]}}, "sweep": sweep}
+    print(format_fabric_table(results))
+    return results
+
+
+def format_fabric_table(results) -> str:
+    lines = [f"{results['collective']} on {results['fabric']} ({results['network']}), {results['groups']} x "
+             f"{results['group_size']} ranks of {results['world']}, at {results['size_bytes']} B: "
+             f"{results['completion_s'] * 1e6:.3f} us with {results['schedule']}"]
+    for name, r in sorted(results["schedules"].items(), key=lambda kv: kv[1]["time_s"]):
+        mark = " *" if name == results["schedule"] else ""
+        phases = r.get("phases", "")
+        lines.append(f"  {name:<26} h={phases!s:<5} T={r['time_s'] * 1e6:10.3f} us{mark}")
+    return "\n".join(lines)
+
+
+def plot_fabric_sweep(results) -> bytes:
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sweep = results["sweep"]
+    names = sorted({n for row in sweep for n in row["time_s"]})
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    xs = [row["size_bytes"] for row in sweep]
+    for n in names:
+        pts = [(x, row["time_s"][n] * 1e6) for x, row in zip(xs, sweep) if n in row["time_s"]]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=n)
+    ax.plot(xs, [row["completion_s"] * 1e6 for row in sweep], color="k", linewidth=2, alpha=0.4, label="chosen")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("buffer size σ (bytes)")
+    ax.set_ylabel("completion time (µs)")
+    ax.set_title(f"{results['collective']} on {results['fabric']} ({results['groups']}×{results['group_size']} ranks)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
 
 
 main = gx_main("collective")(task)

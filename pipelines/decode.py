@@ -3,8 +3,14 @@
 results.json keys: ``decode_step_s``, ``interactivity_tok_s_user``, ``throughput_tok_s``,
 ``breakdown_s`` (attention, ffn, communication, fixed, ...), ``memory_bytes_per_rank``,
 ``parallel``, ``collective_time_s``, plus the inputs (model, accelerator, world, batch,
-context_tokens, fabric, network). Artifacts: ``trace.json`` (Chrome trace, one track per
-distinct rank behaviour).
+context_tokens, fabric, network). On the scale-up fabrics (``fabric=single_eps|single_ocs|all_eps|
+hybrid|all_ocs``, paper 003 Table 12, D.4) also ``system_power_W`` (every accelerator of the fabric
+incl. host share, switch ports, pluggables, CPO; ``fabric.link_rate`` selects the Table 12
+column), ``tokens_per_s_per_MW`` (= throughput_tok_s / system_power_W · 1e6),
+``power_breakdown_W``, ``schedules`` ({region/axis/collective: schedule}) and, for hybrid and OCS
+fabrics, ``plan`` (a summary of the deployment's circuit plan). Artifacts: ``trace.json`` (Chrome
+trace, one track per distinct rank behaviour) and, for hybrid and OCS fabrics, ``plan.json`` (the
+plan the circuits were configured from).
 """
 
 from __future__ import annotations
@@ -67,11 +73,70 @@ def summary(res: dict) -> str:
     )
 
 
+# --- scale-up fabrics (issue #4): power (Table 12) and the deployment's circuit plan ------------------
+
+def fabric_results(cfg, dep, step, network=None) -> tuple[dict, dict | None]:
+    """Power and plan keys of the scale-up fabrics, and the plan.json artifact (hybrid, OCS)."""
+    from fabrics.power import tokens_per_s_per_MW
+    from pipelines.network import fabric_power
+
+    out: dict = {}
+    power = fabric_power(cfg, dep.accelerator, dep.world)
+    if power is not None:
+        watts = power["system_power_W"]
+        out["system_power_W"] = watts
+        out["tokens_per_s_per_MW"] = None if watts is None else tokens_per_s_per_MW(step.throughput_tok_s, watts)
+        out["power_breakdown_W"] = power["power_breakdown_W"]
+        out["accelerator_power_W"] = power["accelerator_power_W"]
+        if "power_note" in power:
+            out["power_note"] = power["power_note"]
+    if network is None or not hasattr(network, "plan_summary"):
+        return out, None
+    used = getattr(network, "schedules_used", None)
+    if used:
+        out["schedules"] = {"/".join(k): v for k, v in used.items()}
+    plan_summary = network.plan_summary()
+    if plan_summary is None:
+        return out, None
+    out["plan"] = plan_summary
+    return out, network.plan_json
+
+
+def power_line(res: dict) -> str:
+    if res.get("system_power_W") is None:
+        return f"\npower: {res['power_note']}" if "power_note" in res else ""
+    return f"\nsystem power {res['system_power_W'] / 1e6:.3f} MW -> {res['tokens_per_s_per_MW']:.1f} tok/s/MW"
+
+
+class _Capture:
+    """``evaluate`` that remembers the network model it built (for the plan and schedules)."""
+
+    def __init__(self):
+        self.network = None
+
+    def __call__(self, cfg, deployment=None, network=None):
+        dep = deployment if deployment is not None else deployment_spec(cfg)
+        if network is None:
+            network = build_network(cfg, dep.accelerator, dep.world)
+        self.network = network
+        return evaluate(cfg, dep, network)
+
+
 def task(cfg):
-    dep, step = evaluate(cfg)
-    res = results_of(cfg, dep, step)
-    print(summary(res))
-    return res, {"trace.json": chrome_trace(step.events, process_name=f"{dep.model.name} decode step")}
+    capture = _Capture()
+    # --- compute=roofline|measured (issue #8): measured kernel durations from a calibration table ----
+    from pipelines.hardware.measured import evaluate_compute
+
+    dep, step, compute_results = evaluate_compute(cfg, capture)
+    # -------------------------------------------------------------------------------------------------
+    res = {**results_of(cfg, dep, step), **compute_results}
+    extra, plan_json = fabric_results(cfg, dep, step, capture.network)
+    res.update(extra)
+    print(summary(res) + power_line(res))
+    artifacts = {"trace.json": chrome_trace(step.events, process_name=f"{dep.model.name} decode step")}
+    if plan_json is not None:
+        artifacts["plan.json"] = plan_json
+    return res, artifacts
 
 
 main = gx_main("decode")(task)

@@ -178,7 +178,9 @@ def summary(res: dict) -> str:
         lines = [f"{res['model']} {res['phase']}: {' vs '.join(res['compare'])}"]
         for r in res["comparison"]:
             lat = ", ".join(f"{s} {r[s]['latency_s'] * 1e3:.1f} ms" for s in res["compare"])
-            red = f"; reduction {r['latency_reduction_pct']:.1f} % (paper {r['paper_reduction_pct']} %)" if "latency_reduction_pct" in r else ""
+            paper = f" (paper {r['paper_reduction_pct']} %)" if r.get("paper_reduction_pct") is not None else ""
+            red = (f"; latency reduction {r['latency_reduction_pct']:.1f} %{paper}, AlltoAllv {r['alltoallv_reduction_pct']:.1f} %, "
+                   f"without planning {r['latency_reduction_without_planning_pct']:.1f} %") if "latency_reduction_pct" in r else ""
             lines.append(f"  EP{r['ep']} on {r['nodes']} nodes: {lat}{red}")
         return "\n".join(lines)
     b = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in res["breakdown_s"].items())

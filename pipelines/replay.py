@@ -1,7 +1,8 @@
 """``python -m pipelines.replay``: replay an AlltoAllv schedule on the hardware at hand (issue #8).
 
-Input: ``schedule=<schedule.json>`` or ``run_id=<MLflow run>`` (its ``schedule.json`` artifact;
-the replay is then logged as a child run of that run). One process per rank (``launcher=spawn``,
+Input: ``schedule=<schedule.json>`` or ``run_id=<MLflow run>`` (its ``schedule.json`` artifact, or
+the one ``schedule=`` names, e.g. ``schedule_variopath.json`` of a multi-scheduler run; the replay
+is then logged as a child run of that run). One process per rank (``launcher=spawn``,
 this host) or ``launcher=torchrun`` (writes ``replay_input.json``; run it with torchrun on every
 node, then ``reports=<rank_reports.json>`` turns the gathered reports into results.json).
 NCCL with one GPU per rank where torch sees enough GPUs, gloo on CPU otherwise.
@@ -62,8 +63,8 @@ def options_of(cfg, world: int) -> dict:
         _whole(fault["rank"], "fault.rank", 0)
         if fault["rank"] >= world:
             raise SpecError(f"fault.rank={fault['rank']} is not a rank of world_size={world}")
-        if fault.get("mode", "kill") not in ("kill", "hang"):
-            raise SpecError(f"fault.mode={fault.get('mode')!r} is unknown; use kill or hang")
+        if fault.get("mode", "kill") not in ("kill", "hang", "corrupt"):
+            raise SpecError(f"fault.mode={fault.get('mode')!r} is unknown; use kill, hang or corrupt")
     return {
         "backend": backend,
         "warmup": _whole(cfg.warmup, "warmup", 0),
@@ -175,7 +176,7 @@ def _log_child(cfg, tracker, results: dict | None, artifacts: dict, error: str |
 def task(cfg):
     from pipelines.hardware.launcher import launch
 
-    if (cfg.schedule is None) == (cfg.run_id is None):
+    if cfg.schedule is None and cfg.run_id is None:
         raise SpecError("give exactly one of schedule=<path to schedule.json> or run_id=<MLflow run>")
     if cfg.launcher not in ("spawn", "torchrun"):
         raise SpecError(f"launcher={cfg.launcher!r} is unknown; use spawn or torchrun")
@@ -183,8 +184,9 @@ def task(cfg):
     if cfg.run_id is not None:
         if tracker is None:
             raise SpecError("run_id needs MLflow: set tracking.enabled=true (and tracking.uri if not ./mlflow.db)")
-        with tempfile.TemporaryDirectory() as tmp:
-            schedule = src.schedule_from_run(tracker.client, str(cfg.run_id), Path(tmp))
+        with tempfile.TemporaryDirectory() as tmp:  # with run_id, schedule= names the artifact (schedule_<name>.json)
+            schedule = src.schedule_from_run(tracker.client, str(cfg.run_id), Path(tmp),
+                                             str(cfg.schedule or "schedule.json"))
     else:
         schedule = src.load_schedule(cfg.schedule)
     plans = plans_of(cfg, schedule)

@@ -35,7 +35,7 @@ def batched_assignment(values: np.ndarray, method: str = "auto") -> np.ndarray:
             rows, cols = linear_sum_assignment(values[k], maximize=True)
             out[k, rows] = cols
         return out
-    perms, select = _perm_selector(g)
+    perms, select = perm_selector(g)
     scores = values.reshape(b, g * g) @ select  # (B, P): one matmul scores every permutation
     return perms[scores.argmax(axis=1)]
 
@@ -43,7 +43,7 @@ def batched_assignment(values: np.ndarray, method: str = "auto") -> np.ndarray:
 _SELECT: dict[int, np.ndarray] = {}  # explicit keyed cache: g -> (g*g, g!) 0/1 selector
 
 
-def _perm_selector(g: int) -> tuple[np.ndarray, np.ndarray]:
+def perm_selector(g: int) -> tuple[np.ndarray, np.ndarray]:
     perms = _perms(g)
     if g not in _SELECT:
         sel = np.zeros((g * g, len(perms)))

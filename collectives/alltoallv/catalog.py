@@ -158,14 +158,20 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
                        for r_id in r.shared if r_id in port_class
                        for c, k in [port_class[r_id]]) for r in inst]
     cls_count = [0] * len(cls_index)
-    # suffix_out[t][a]: instances at positions >= t leaving group a (SUFFIXOK's capacity count)
-    suffix_out = [[0] * G for _ in range(m + 1)]
-    suffix_in = [[0] * G for _ in range(m + 1)]
-    for t in range(m - 1, -1, -1):
-        suffix_out[t] = suffix_out[t + 1][:]
-        suffix_in[t] = suffix_in[t + 1][:]
-        suffix_out[t][src[t]] += 1
-        suffix_in[t][dst[t]] += 1
+    order: list[int] = []
+    suffix_out: list[list[int]] = []
+    suffix_in: list[list[int]] = []
+
+    def set_order(new: list[int]) -> None:
+        """Fix the instance order r_1..r_m; suffix_out[t][a] counts positions >= t leaving a (SUFFIXOK)."""
+        order[:] = new
+        suffix_out[:] = [[0] * G for _ in range(m + 1)]
+        suffix_in[:] = [[0] * G for _ in range(m + 1)]
+        for t in range(m - 1, -1, -1):
+            suffix_out[t] = suffix_out[t + 1][:]
+            suffix_in[t] = suffix_in[t + 1][:]
+            suffix_out[t][src[order[t]]] += 1
+            suffix_in[t][dst[order[t]]] += 1
 
     out_deg = [0] * G
     in_deg = [0] * G
@@ -214,44 +220,120 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
             return
         if t >= m or not suffix_ok(t):
             return
-        if t == forced[0]:
+        r = order[t]
+        if r == forced[0]:
             explore(t + 1, used)
             return
-        a, d = src[t], dst[t]
+        a, d = src[r], dst[r]
         # CANADD: resource-disjoint, degrees below g, replicas taken in order. (We try the include
         # branch first: the enumerated set is the same, but a budget-cut search has then already
         # found complete families instead of exhausting exclude-branches.)
-        if ((masks[t] & used) == 0 and out_deg[a] < g and in_deg[d] < g
-                and (prev_copy[t] < 0 or selected[prev_copy[t]])
-                and all(cls_count[c] == k for c, k in port_uses[t])):
-            for c, _ in port_uses[t]:
+        if ((masks[r] & used) == 0 and out_deg[a] < g and in_deg[d] < g
+                and (prev_copy[r] < 0 or selected[prev_copy[r]])
+                and all(cls_count[c] == k for c, k in port_uses[r])):
+            for c, _ in port_uses[r]:
                 cls_count[c] += 1
-            chosen.append(t)
-            selected[t] = True
+            chosen.append(r)
+            selected[r] = True
             out_deg[a] += 1
             in_deg[d] += 1
-            explore(t + 1, used | masks[t])
+            explore(t + 1, used | masks[r])
             out_deg[a] -= 1
             in_deg[d] -= 1
-            selected[t] = False
+            selected[r] = False
             chosen.pop()
-            for c, _ in port_uses[t]:
+            for c, _ in port_uses[r]:
                 cls_count[c] -= 1
             if counters["stop"]:
                 return
         explore(t + 1, used)  # exclude r_t
 
+    by_pair: dict[tuple[int, int], list[int]] = {}
+    for r in range(m):
+        if inst[r].copy == 0 or inst[r].a == inst[r].d:
+            by_pair.setdefault((src[r], dst[r]), []).append(r)
+
+    def layer_seeding(rng_seed: int, attempts: int) -> None:
+        """Budget-cut catalogs (ours): random families built as layers of group permutations.
+
+        Each layer adds one lane a -> σ(a) for every group a (σ a random derangement), so out- and
+        in-degrees stay balanced; layers that do not fit the free resources are dropped, and the
+        rest of every group is filled with its intra-group (empty-footprint) replicas. This yields
+        families rich in cross-group lanes that an order-bound DFS reaches only late.
+        """
+        rng = np.random.default_rng(rng_seed)
+        for _ in range(attempts):
+            fam: list[int] = []
+            used = 0
+            out = [0] * G
+            for _layer in range(int(rng.integers(1, g + 1))):
+                sigma = rng.permutation(G)
+                if G > 1 and (sigma == np.arange(G)).any():
+                    sigma = np.roll(np.arange(G), int(rng.integers(1, G)))
+                picks, mask = [], used
+                for a in range(G):
+                    opts = [r for r in by_pair.get((a, int(sigma[a])), []) if masks[r] & mask == 0 and r not in fam]
+                    if not opts or out[a] >= g:
+                        picks = None
+                        break
+                    r = opts[int(rng.integers(len(opts)))]
+                    picks.append(r)
+                    mask |= masks[r]
+                if picks is None:
+                    continue
+                fam.extend(picks)
+                used = mask
+                for a in range(G):
+                    out[a] += 1
+            for a in range(G):
+                reps = [r for r in range(m) if src[r] == a and dst[r] == a and masks[r] == 0]
+                need = g - out[a]
+                if need > len(reps):
+                    fam = []
+                    break
+                fam.extend(sorted(reps, key=lambda r: inst[r].copy)[:need])
+            if len(fam) == total_needed:
+                chosen[:] = fam
+                record()
+                chosen.clear()
+
     covered: set[int] = set()
     budget = [max_nodes]
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, m + 1000))
+    natural = list(range(m))
     try:
         counters["stop"] = False
+        set_order(natural)
+        budget[0] = max_nodes // 2
         explore(0, 0)
         truncated = counters["stop"] or counters["truncated"]
-        # Coverage (ours, only when the budget cut the DFS): make sure every path instance appears
-        # in at least one family, so every group pair with demand has a shape that serves it.
         if truncated:
+            # Budget-cut (ours): the include-first DFS in the natural order finds families near
+            # its start (mostly intra-group lanes). Spend the rest of the budget on other orders
+            # of the same instances: widest footprints (inter-node NIC lanes) first, then seeded
+            # shuffles, so the catalog also holds families rich in cross-group lanes.
+            base = {}
+            for r in range(m):
+                base.setdefault((inst[r].a, inst[r].d, inst[r].kind, inst[r].shared), []).append(r)
+            blocks = list(base.values())  # replicas stay contiguous and in copy order
+            orders = [sorted(blocks, key=lambda b: (-len(inst[b[0]].shared), inst[b[0]].a, inst[b[0]].d))]
+            rng = np.random.default_rng(0)
+            for _ in range(3):
+                orders.append([blocks[k] for k in rng.permutation(len(blocks))])
+            share = max(1, (max_nodes - counters["nodes"]) // len(orders))
+            for blks in orders:
+                set_order([r for b in blks for r in b])
+                counters["stop"] = False
+                budget[0] = counters["nodes"] + share
+                explore(0, 0)
+        if truncated:
+            layer_seeding(rng_seed=1, attempts=max(200, 20 * G * G))
+        # Coverage (ours, only when the budget cut the DFS): make sure every path instance appears
+        # in at least one family, so every group pair with demand has a shape that serves it; the
+        # rest of each such family is filled widest-footprint first (as many cross lanes as fit).
+        if truncated:
+            set_order([r for b in orders[0] for r in b])
             for r in range(m):
                 if r in covered or inst[r].copy > 0 or any(k > 0 for _, k in port_uses[r]):
                     continue  # replicas and higher NIC ports are covered up to relabelling
@@ -273,6 +355,7 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
                 selected[r] = False
                 chosen.pop()
             forced[0] = -1
+            set_order(natural)
     finally:
         sys.setrecursionlimit(limit)
     counters["truncated"] = truncated

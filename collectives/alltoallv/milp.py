@@ -119,7 +119,7 @@ class MilpOptimum:
 
         # volumes: each pair's demand split over the channels in proportion to the capacity they
         # give it (so no activation runs longer than its w_C), rounded to whole bytes
-        used = [c for c in range(len(columns)) if w[c] > 1e-15]
+        used = [c for c in range(len(w)) if w[c] > 1e-15]  # columns priced after the last LP are unused
         cap = np.zeros((len(pairs), len(used)))
         for k, c in enumerate(used):
             for v in columns[c]:

@@ -11,8 +11,9 @@ Per activation:
    U_B = Σ x / (λ + max x_i / bw(p_i)) (Eq. 10); append the best activation and subtract it.
 
 τ is one invocation-wide quantum derived from K_target (Section 5, "Global execution
-granularity"): the busiest rank's volume at the fastest path rate, divided by K_target = k * N
-rounds (the paper uses N ... 3N, i.e. k in [1, 3]).
+granularity"): a lower bound of the completion (busiest rank at the fastest path rate, busiest
+rank group at its best contention-free rate) divided by K_target = k * N rounds (the paper uses
+N ... 3N, i.e. k in [1, 3]).
 
 All families of one shape list their lanes in the same (source group, destination group) order,
 so a bucket is bound as one batch over (families x starts) in numpy.
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from collectives.alltoallv.activations import Activation, AlltoallvSchedule, Lane
-from collectives.alltoallv.assignment import batched_assignment
+from collectives.alltoallv.assignment import perm_selector, batched_assignment
 from collectives.alltoallv.catalog import Catalog
 from collectives.alltoallv.channels import ChannelTopology
 from collectives.errors import SpecError
@@ -36,14 +37,21 @@ _FORBID = -1e30  # credit of a self-pair (i == j), never chosen while a derangem
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VarioPathParams:
-    k_target_per_rank: float = 3.0  # K_target = k * N (paper: N ... 3N)
+    k_target_per_rank: float = 3.0  # K_target = k * N rounds (paper: N ... 3N)
     n_start: int = 4  # N_start
     aa_sweeps: int = 4  # I_AA
     overhead_s: float = 0.0  # λ, per-activation overhead used in EVALUATE
     seed: int = 0
     assignment: str = "auto"  # "auto" | "lsa" | "enumerate" (see assignment.py)
-    rank_pressure: float = 4.0  # ours, 0 = paper: credits weighted by 1 + β (load_i + load_j) / (2 max load)
-    shape_beam: int = 1  # shapes bound per activation: 1 = the paper's M* only; >1 also tries the next-best
+    rank_pressure: float = 4.0  # ours, 0 = paper: credits weighted by 1 + β (load_i + load_j) / (2 max load) ...
+    pair_pressure: float = 4.0  # ... + γ D_ij / max D (ours, 0 = paper)
+    weighted_utility: bool = True  # ours (False = paper): Eq. 10 counts pressure-weighted bytes
+    shape_beam: int = 1  # shapes bound per activation: 1 = the paper's M* only; >1 also the next-best (one batch)
+    shape_score: str = "paper"  # "paper": Eq. 6; "capped" (ours): Σ_ad min(τ x lane rates, D̂_ad)
+    reuse: int = 1  # ours: activations taken from one AA run's bound channels (1 = the paper: re-bind every activation)
+    reuse_floor: float = 0.9  # ours: a reused channel must keep this fraction of the AA pick's utility
+    coarse_rounds: float = 0.0  # ours: >0 lets an activation last up to 1/coarse_rounds of the remaining lower bound (0 = paper: τ fixed)
+    max_quanta: int = 1  # ours: a chosen channel may carry up to this many quanta while its full lanes stay full
 
     def __post_init__(self) -> None:
         if not self.k_target_per_rank > 0:
@@ -52,6 +60,10 @@ class VarioPathParams:
             raise SpecError(f"n_start={self.n_start}, aa_sweeps={self.aa_sweeps} and shape_beam={self.shape_beam} must be at least 1")
         if self.overhead_s < 0:
             raise SpecError(f"overhead_s={self.overhead_s} must be non-negative")
+        if self.shape_score not in ("paper", "capped"):
+            raise SpecError(f"shape_score={self.shape_score!r}; choose paper (Eq. 6) or capped")
+        if not (isinstance(self.max_quanta, int) and self.max_quanta >= 1):
+            raise SpecError(f"max_quanta={self.max_quanta!r} must be an integer >= 1 (1 = one quantum per activation, the paper)")
         if self.assignment not in ("auto", "lsa", "enumerate"):
             raise SpecError(f"assignment={self.assignment!r}; choose auto, lsa or enumerate")
 
@@ -84,7 +96,7 @@ class VarioPathPlanner:
     """Online planner bound to one topology and its catalog (reused across invocations)."""
 
     def __init__(self, topology: ChannelTopology, catalog: Catalog, params: VarioPathParams = VarioPathParams(),
-                 name: str = "variopath", fixed_paths: bool = False):
+                 name: str = "variopath"):
         if catalog.topology_hash != topology.topology_hash():
             raise SpecError("catalog was built for another topology; rebuild it (topology hash mismatch)")
         self.topology, self.catalog, self.params, self.name = topology, catalog, params, name
@@ -127,19 +139,16 @@ class VarioPathPlanner:
             cap_in = np.maximum(cap_in, (cross[:, :, None] * (b["lane_d"][None, :, None] == np.arange(G))).sum(1).max(0))
         self.group_caps = (np.where(cap_out > 0, cap_out, np.inf), np.where(cap_in > 0, cap_in, np.inf))
         self._by_key = {k: {p.key: p for p in v} for k, v in topology.paths.items()}
-        # Fixed-path ablation (Table 3): same catalog and algorithm, but a lane may carry (i, j)
-        # only on the instance that matches the pair's preassigned nearest path.
-        self.eligible = None
-        if fixed_paths:
-            self.eligible = np.zeros((len(inst), N, N))
-            key_index: dict = {}
-            for t, r in enumerate(inst):
-                key_index.setdefault((r.a, r.d, r.key), []).append(t)
-            gof = topology.group_of()
-            for (i, j), opts in topology.paths.items():
-                for t in key_index.get((gof[i], gof[j], opts[0].key), ()):
-                    self.eligible[t, i, j] = 1.0
         self._diag = np.arange(N) * (N + 1)
+        self.cand_src = self.groups[np.arange(N) // g]  # lane k of every family leaves group k // g
+        self._batches: dict = {}  # explicit keyed cache: beam (shape indices) -> AA batch arrays
+        # per shape and group pair: the largest lane-rate sum over its families (capped scoring)
+        self.pair_rate = np.zeros((len(catalog.buckets), G * G))
+        for j, b in enumerate(self.bucket_arrays):
+            pair = b["lane_a"] * G + b["lane_d"]
+            per = np.zeros((b["H"], G * G))
+            np.add.at(per, (slice(None), pair), b["rates"])
+            self.pair_rate[j] = per.max(axis=0)
         self.group_index = topology.group_of()
 
     def _path(self, i: int, j: int, t: int):
@@ -198,8 +207,6 @@ class VarioPathPlanner:
             b = self.bucket_arrays[int(k)]
             for h in range(b["H"]):
                 lanes = np.flatnonzero((b["lane_a"] == a) & (b["lane_d"] == d))
-                if self.eligible is not None:
-                    lanes = [k_ for k_ in lanes if self.eligible[b["fam"][h][k_], i, j] > 0]
                 if len(lanes) == 0:
                     continue
                 src, dst = self._greedy_binding(b, q, (int(lanes[0]), int(i), int(j)))
@@ -207,17 +214,45 @@ class VarioPathPlanner:
                     continue
                 r = b["rates"][h]
                 x = np.minimum(np.maximum(1.0, np.floor(tau * r)), rem[src, dst])
-                if self.eligible is not None:
-                    x *= self.eligible[b["fam"][h], src, dst]
-                return x, src, dst, b["fam"][h], float(x.sum())
+                return x, src, dst, b["fam"][h], float(x.sum()), r
         return None
 
-    def _bind(self, j: int, rem: np.ndarray, q: np.ndarray, tau: float, tie_break: bool = False, w=None):
-        """Multi-start AA for every family of bucket j; returns the best (x, src, dst, family) or None."""
-        b = self.bucket_arrays[j]
-        G, g, N, S, H = self.G, self.g, self.N, self.params.n_start, b["H"]
-        B = H * S
-        r_b, cand_src, cand_dst, in_lanes = b["r_b"], b["cand_src"], b["cand_dst"], b["in_lanes"]
+    def _batch(self, shapes: tuple[int, ...]) -> dict:
+        """The families of ``shapes`` (x N_start starts) as one AA batch; keyed cache per planner.
+
+        Every family lists its lanes by source group (lane k leaves group k // g), so the source
+        side is shared; only the lanes' destination groups differ, held per row as ``in_flat``
+        (the lane positions sorted by destination group).
+        """
+        hit = self._batches.get(shapes)
+        if hit is not None:
+            return hit
+        parts = [self.bucket_arrays[j] for j in shapes]
+        S, G, g = self.params.n_start, self.G, self.g
+        cat = np.concatenate
+        fam = cat([b["fam"] for b in parts])
+        rates = cat([b["rates"] for b in parts])
+        r_rows = np.repeat(rates, S, axis=0)  # (B, N)
+        in_flat = cat([np.tile(b["in_lanes"].ravel(), (b["H"] * S, 1)) for b in parts])  # (B, N)
+        lane_d = cat([np.tile(b["lane_d"], (b["H"] * S, 1)) for b in parts])
+        batch = {"fam": fam, "r_rows": r_rows, "r_b": r_rows[:, :, None], "in_flat": in_flat,
+                 "r_in": np.take_along_axis(r_rows, in_flat, axis=1).reshape(-1, G, g, 1),
+                 "in_src_group": (in_flat // g).reshape(-1, G, g), "lane_d": lane_d,
+                 "src0": cat([b["src0"] for b in parts]), "dst0": cat([b["dst0"] for b in parts]),
+                 "rows": np.arange(len(r_rows))[:, None], "max_rate": float(rates.max()),
+                 "bucket": shapes[0] if len(shapes) == 1 else -1}
+        if len(self._batches) < 4096:  # bounded: a long-lived planner sees few distinct beams
+            self._batches[shapes] = batch
+        return batch
+
+    def _bind(self, shapes: tuple[int, ...], rem: np.ndarray, q: np.ndarray, tau: float, tie_break: bool = False, w=None):
+        """Multi-start AA for every family of the buckets ``shapes`` at once (one numpy batch);
+        returns the best (x, src, dst, family, utility) by EVALUATE (Eqs. 9-10) or None."""
+        b = self._batch(shapes)
+        G, g, N, S = self.G, self.g, self.N, self.params.n_start
+        r_b, r_in, in_flat, rows = b["r_b"], b["r_in"], b["in_flat"], b["rows"]
+        B = len(r_b)
+        cand_src, gd = self.cand_src, self.groups
         src, dst = b["src0"], b["dst0"].copy()
         tie_src = tie_dst = 0.0
         if tie_break:
@@ -225,73 +260,119 @@ class VarioPathPlanner:
             # zero, prefer endpoints that still have demand towards the lane's other group, so
             # sparse residual demand cannot trap the AA in an all-zero binding.
             cap_q = np.minimum(q, b["max_rate"])
-            pot_out = 1e-6 * cap_q[:, self.groups].max(axis=2)  # (N, G)
-            pot_in = 1e-6 * cap_q[self.groups, :].max(axis=1)  # (G, N)
-            tie_src = pot_out[cand_src, b["lane_d"][:, None]]
-            tie_dst = pot_in[b["lane_a"][:, None], cand_dst][in_lanes]
-            # and replace the first start of every family by a greedy demand-first binding, which
-            # escapes the AA's fixed points where a derangement lane blocks the needed endpoint
-            src, dst = src.copy(), dst.copy()
-            gs, gd = self._greedy_binding(b, q)
-            src[::S], dst[::S] = gs, gd
+            pot_out = 1e-6 * cap_q[:, gd].max(axis=2)  # (N, G)
+            pot_in = 1e-6 * cap_q[gd, :].max(axis=1)  # (G, N)
+            tie_src = pot_out[cand_src[None, :, :], b["lane_d"][:, :, None]]
+            tie_dst = pot_in[b["in_src_group"][:, :, :, None], gd[None, :, None, :]]
+            if b["bucket"] >= 0:
+                # and replace the first start of every family by a greedy demand-first binding,
+                # which escapes the AA's fixed points where a derangement lane blocks the needed
+                # endpoint
+                src, dst = src.copy(), dst.copy()
+                gs, gdst = self._greedy_binding(self.bucket_arrays[b["bucket"]], q)
+                src[::S], dst[::S] = gs, gdst
         method = self.params.assignment
-        best = None
         lanes_idx = np.arange(N)[None, :]
-        if self.eligible is not None:
-            fam_b = np.repeat(b["fam"], S, axis=0)  # (B, N) instance of every lane
-            ew = self.eligible  # credits of ineligible (pair, instance) combinations are zeroed
-            w_src = lambda d_: ew[fam_b[:, :, None], cand_src[None, :, :], d_[:, :, None]]
-            w_dst = lambda s_: ew[fam_b[:, :, None], s_[:, :, None], cand_dst[None, :, :]]
-        for _ in range(self.params.aa_sweeps):
-            v = np.minimum(q[cand_src[None, :, :], dst[:, :, None]], r_b)  # (B, N, g)
-            if w is not None:
-                v *= w[cand_src[None, :, :], dst[:, :, None]]
-            if self.eligible is not None:
-                v = np.where(w_src(dst) > 0, v, np.minimum(v, 0.0))
-            cols = batched_assignment((v + tie_src).reshape(B * G, g, g), method).reshape(B, N)
+        qf = q.ravel()
+        wf = None if w is None else w.ravel()
+        src_n = cand_src[None, :, :] * N  # flat index of (i, j) = i * N + j
+        dst_c = gd[None, :, None, :]  # destination candidates of the lanes into group d
+        d_idx = np.arange(G)[:, None]
+        single = S == 1 and not tie_break  # one start: no convergence test
+        if method != "lsa" and g <= 5:
+            perms, select = perm_selector(g)
+
+            def assign(values):  # inlined batched_assignment (enumeration) for the hot loop
+                return perms[(values.reshape(-1, g * g) @ select).argmax(axis=1)]
+        else:
+            def assign(values):
+                return batched_assignment(values, method)
+        best = None
+        for sweep in range(self.params.aa_sweeps):
+            idx = src_n + dst[:, :, None]
+            v = np.minimum(qf.take(idx), r_b)  # (B, N, g): credits of each candidate source
+            if wf is not None:
+                v *= wf.take(idx)
+            if tie_break:
+                v = v + tie_src
+            cols = assign(v.reshape(B * G, g, g)).reshape(B, N)
             src = cand_src[lanes_idx, cols]
-            v = np.minimum(q[src[:, :, None], cand_dst[None, :, :]], r_b)
-            if w is not None:
-                v *= w[src[:, :, None], cand_dst[None, :, :]]
-            if self.eligible is not None:
-                v = np.where(w_dst(src) > 0, v, np.minimum(v, 0.0))
-            v = v[:, in_lanes]  # (B, G, g, g)
-            cols = batched_assignment((v + tie_dst).reshape(B * G, g, g), method).reshape(B, G, g)
-            dst[:, in_lanes] = cand_dst[in_lanes, cols]
-            f = np.minimum(q[src, dst], r_b[:, :, 0])
-            if w is not None:
-                f *= w[src, dst]
-            if self.eligible is not None:
-                f = np.where(self.eligible[fam_b, src, dst] > 0, f, np.minimum(f, 0.0))
-            f = f.sum(axis=1)  # F_B (Eq. 8), self-pairs -> -inf-like
+            idx = np.take_along_axis(src, in_flat, axis=1).reshape(B, G, g, 1) * N + dst_c
+            v = np.minimum(qf.take(idx), r_in)  # (B, G, g, g): credits of each candidate destination
+            if wf is not None:
+                v *= wf.take(idx)
+            if tie_break:
+                v = v + tie_dst
+            cols = assign(v.reshape(B * G, g, g)).reshape(B, G, g)
+            dst[rows, in_flat] = gd[d_idx, cols].reshape(B, N)
+            if single and sweep + 1 < self.params.aa_sweeps:
+                continue
+            idx = src * N + dst
+            f = np.minimum(qf.take(idx), b["r_rows"])
+            if wf is not None:
+                f *= wf.take(idx)
+            f = f.sum(axis=1)  # F_B (Eq. 8); a self-pair makes it hugely negative
+            if single:
+                break
             if best is not None and not (f > best * (1 + 1e-12) + 1e-300).any():
                 break
             best = f if best is None else np.maximum(best, f)
-        pick = f.reshape(H, S).argmax(axis=1) + np.arange(H) * S  # best start per family
-        src, dst, r = src[pick], dst[pick], b["rates"]
-        x = np.minimum(np.maximum(1.0, np.floor(tau * r)), rem[src, dst])  # Eq. 9
-        if self.eligible is not None:
-            x *= self.eligible[b["fam"], src, dst]
-        x[f[pick] < 0] = 0.0  # a binding that kept a self-pair is not a channel
-        total = x.sum(axis=1)
-        util = total / (self.params.overhead_s + (x / r).max(axis=1) + 1e-300)  # Eq. 10
-        h = int(util.argmax())
-        if total[h] <= 0:
+        r = b["r_rows"]
+        idx = src * N + dst
+        ok = f >= 0  # a binding that kept a self-pair is not a channel
+        pool = {"idx": idx[ok], "cap": np.maximum(1.0, np.floor(tau * r[ok])), "inv_r": 1.0 / r[ok],
+                "w": None if (wf is None or not self.params.weighted_utility) else wf.take(idx[ok]),
+                "src": src[ok], "dst": dst[ok], "fam": b["fam"][np.flatnonzero(ok) // S], "r": r[ok]}
+        if not len(pool["idx"]):
             return None
-        return x[h], src[h], dst[h], b["fam"][h], float(util[h])
+        found = self._evaluate(pool, rem.ravel())
+        if found is None:
+            return None
+        self._pool = pool
+        return found
+
+    def _evaluate(self, pool: dict, remf: np.ndarray):
+        """EVALUATE (Eqs. 9-10) of bound candidate channels on the current remaining demand."""
+        x = np.minimum(pool["cap"], remf.take(pool["idx"]))  # Eq. 9
+        useful = x if pool["w"] is None else x * pool["w"]
+        util = useful.sum(axis=1) / (self.params.overhead_s + (x * pool["inv_r"]).max(axis=1) + 1e-300)  # Eq. 10
+        h = int(util.argmax())
+        if not util[h] > 0:
+            return None
+        return x[h], pool["src"][h], pool["dst"][h], pool["fam"][h], float(util[h]), pool["r"][h]
 
     def plan(self, demand: np.ndarray) -> AlltoallvSchedule:
         demand = check_demand(demand, self.N)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         rem = demand.astype(np.float64)
-        tau = quantum_s(demand, self.topology, self.params.k_target_per_rank, self.group_caps)
+        tau = tau0 = quantum_s(demand, self.topology, self.params.k_target_per_rank, self.group_caps)
+        coarse = self.params.coarse_rounds
         raw = []  # (src, dst, instance, bytes) per activation: what the runtime needs
         guard = 50 * self.N * self.N + 100 * int(np.count_nonzero(demand)) + 1000
         left = rem.sum()
         onehot, onehot_t, shapes_flat, diag = self.onehot, self.onehot.T, self.shapes_flat, self._diag
+        beam, max_quanta, pair_rate = self.params.shape_beam, self.params.max_quanta, self.pair_rate
+        capped = self.params.shape_score == "capped"
+        reuse_left, reuse_floor, util0 = 0, self.params.reuse_floor, 0.0
+        self._pool = None
         while left > 0:
             if len(raw) > guard:
                 raise RuntimeError("VarioPath did not drain the demand; this is a bug")
+            if reuse_left > 0:
+                # ours: re-EVALUATE the channels the last AA bound on the new remaining demand;
+                # keep the best while its utility stays within reuse_floor of the AA's pick
+                found = self._evaluate(self._pool, rem.ravel())
+                if found is not None and found[4] >= reuse_floor * util0:
+                    reuse_left -= 1
+                    x, src, dst, fam, _, r = found
+                    raw.append((x, src, dst, fam))
+                    rem[src, dst] -= x
+                    left -= x.sum()
+                    continue
+            if coarse:
+                # ours: early activations may be longer (a 1/coarse share of the remaining lower
+                # bound) and shrink to τ as the demand drains; fewer activations to plan
+                tau = max(tau0, quantum_s(rem, self.topology, 1.0, self.group_caps) * self.N / coarse)
             q = rem * (1.0 / tau)
             q.flat[diag] = _FORBID
             w = None
@@ -300,37 +381,56 @@ class VarioPathPlanner:
                 # to the end), so their lanes' credits count more in the binding
                 ls, lr = rem.sum(axis=1), rem.sum(axis=0)
                 w = 1.0 + self.params.rank_pressure * (ls[:, None] + lr[None, :]) / (2.0 * max(ls.max(), lr.max()))
-            scores = shapes_flat @ (onehot_t @ rem @ onehot).ravel()  # Eqs. 5-6
-            found = None
-            for j in np.argsort(-scores, kind="stable")[: self.params.shape_beam]:
-                if scores[j] <= 0:
-                    break
-                cand = self._bind(int(j), rem, q, tau, w=w)
-                if cand is not None and (found is None or cand[4] > found[4]):
-                    found = cand
+                if self.params.pair_pressure:
+                    w = w + self.params.pair_pressure * rem / rem.max()
+            dg = (onehot_t @ rem @ onehot).ravel()  # D̂ (Eq. 5)
+            if capped:
+                # ours: a shape can move at most τ x (its lanes' rate) per group pair in one
+                # activation; Eq. 6 keeps crediting lanes of a pair whose demand is nearly drained
+                scores = np.minimum(pair_rate * tau, dg).sum(axis=1)
+            else:
+                scores = shapes_flat @ dg  # Eq. 6
+            if beam == 1:
+                top = (int(scores.argmax()),)
+            else:
+                order = np.argsort(-scores, kind="stable")[:beam]
+                top = tuple(int(j) for j in order if scores[j] > 0) or (int(order[0]),)
+            found = self._bind(top, rem, q, tau, w=w) if scores[top[0]] > 0 else None
             if found is None:  # rare: retry the best shapes with the tie-break, then the rest
                 for j in np.argsort(-scores, kind="stable"):
                     if scores[j] <= 0:
                         break
-                    found = self._bind(int(j), rem, q, tau, tie_break=True, w=w)
+                    found = self._bind((int(j),), rem, q, tau, tie_break=True, w=w)
                     if found is not None:
                         break
             if found is None:
+                self._pool = None
                 found = self._forced(rem, q, tau, scores)
             if found is None:
                 raise RuntimeError("no catalog shape serves the remaining demand; the catalog is incomplete")
-            x, src, dst, fam, _ = found
+            x, src, dst, fam, util0, r = found
+            reuse_left = self.params.reuse - 1 if self._pool is not None else 0
+            if max_quanta > 1:
+                # ours: keep the channel for up to max_quanta quanta while every lane that is full
+                # (x = τ bw) stays full -- the same as repeating the activation, minus the
+                # re-planning (and λ) of the repeats
+                full = x >= np.floor(tau * r)
+                if full.any():
+                    m = min(max_quanta, int((rem[src, dst][full] // x[full]).min()))
+                    if m > 1:
+                        x = np.minimum(m * np.floor(tau * r), rem[src, dst]) * (x > 0)
             raw.append((x, src, dst, fam))
             rem[src, dst] -= x
             left -= x.sum()
-        planning_s = time.perf_counter() - t0
+        planning_s, planning_cpu_s = time.perf_counter() - t0, time.process_time() - c0
         acts = tuple(Activation(lanes=tuple(
             Lane(src=int(i), dst=int(k), path=self._path(int(i), int(k), int(t)), bytes=int(v))
             for i, k, t, v in zip(src, dst, fam, x) if v > 0)) for x, src, dst, fam in raw)
         emit_s = time.perf_counter() - t0 - planning_s
         return AlltoallvSchedule(scheduler=self.name, platform=self.topology.name, n_ranks=self.N, demand=demand,
                                  activations=acts, channels=True,
-                                 meta={"planning_s": planning_s, "emit_s": emit_s, "tau_s": tau,
+                                 meta={"planning_s": planning_s, "planning_cpu_s": planning_cpu_s,
+                                       "emit_s": emit_s, "tau_s": tau,
                                        "planning_s_per_activation": planning_s / max(1, len(acts))})
 
 
@@ -342,9 +442,11 @@ def check_demand(demand, n: int) -> np.ndarray:
         raise SpecError("demand matrix must hold finite numbers of bytes")
     if (d < 0).any():
         raise SpecError("demand matrix has negative entries; volumes are bytes >= 0")
-    if not np.allclose(d, np.round(d)):
-        raise SpecError("demand matrix must hold whole numbers of bytes")
-    d = np.round(d).astype(np.int64)
+    if not np.issubdtype(d.dtype, np.integer):
+        if not np.allclose(d, np.round(d)):
+            raise SpecError("demand matrix must hold whole numbers of bytes")
+        d = np.round(d)
+    d = d.astype(np.int64)
     if np.diag(d).any():
         d = d.copy()
         np.fill_diagonal(d, 0)  # self traffic is handled locally (Section 2.3)

@@ -27,8 +27,8 @@ from typing import Callable
 
 from collectives.cost import Cost
 from collectives.errors import SpecError
-from collectives.layers import (ag_volume_blocks, basis_tiling, best_tiling, radices, rotated_max_volume,
-                                rs_volume, _ag_piece, _rs_piece)
+from collectives.layers import (ag_volume_blocks, basis_tiling, best_tiling, parallel_pieces, parallel_volume,
+                                radices, rs_volume)
 from collectives.registry import Registry
 from collectives.schedule import Schedule
 from collectives.schedules import builders as b
@@ -262,11 +262,12 @@ def _rs_ag_phases(topo, ag_order):
 
 
 def _rs_ag_parallel_phases(topo, rs_order):
-    ell, n = len(rs_order), topo.n_ranks
+    n, ell = topo.n_ranks, len(rs_order)
+    pieces = parallel_pieces(radices(rs_order), "rs")
     pieces_rs, pieces_ag = [], []
-    for i in range(ell):
+    for i in range(pieces):
         ag_order = list(reversed([rs_order[(i + m) % ell] for m in range(ell)]))
-        ag = b.ag_tiling(topo, ag_order, i, Fraction(1, n * ell))
+        ag = b.ag_tiling(topo, ag_order, i, Fraction(1, n * pieces))
         pieces_rs.append(b.reverse_to_reduce(topo, ag))
         pieces_ag.append(ag)
     return b.merge(*pieces_rs) + b.merge(*pieces_ag)
@@ -305,11 +306,19 @@ _define("rs_ag", "allreduce", _needs_tiling,
 
 _define("rs_ag_parallel", "allreduce", _needs_tiling,
         lambda t: Cost(h=2 * len(_order(t, "rs_parallel")),
-                       v=2 * rotated_max_volume(radices(_order(t, "rs_parallel")), _rs_piece),
+                       v=2 * parallel_volume(radices(_order(t, "rs_parallel")), "rs"),
                        u=_ports_of_layers(_order(t, "rs_parallel"))),
         lambda t: _ar_schedule("rs_ag_parallel", t, _rs_ag_parallel_phases(t, _order(t, "rs_parallel")),
-                               t.n_ranks * len(_order(t, "rs_parallel")), pieces=len(_order(t, "rs_parallel")),
+                               t.n_ranks * _rs_pieces(t), pieces=_rs_pieces(t),
                                layers=_order(t, "rs_parallel")))
+
+def _rs_pieces(t) -> int:
+    return parallel_pieces(radices(_order(t, "rs_parallel")), "rs")
+
+
+def _ag_pieces(t) -> int:
+    return parallel_pieces(radices(_order(t, "ag_parallel")), "ag")
+
 
 _define("halving_doubling", "allreduce", _needs_xor,
         lambda t: Cost(h=2 * _n(t), v=Fraction(2 * (t.n_ranks - 1), t.n_ranks), u=_n(t)),
@@ -390,10 +399,11 @@ _gather_variants(
 _gather_variants(
     "coset_factored_parallel", _needs_tiling,
     lambda t: Cost(h=len(_order(t, "ag_parallel")),
-                   v=rotated_max_volume(radices(_order(t, "ag_parallel")), _ag_piece) / t.n_ranks,
+                   v=parallel_volume(radices(_order(t, "ag_parallel")), "ag") / t.n_ranks,
                    u=_ports_of_layers(_order(t, "ag_parallel"))),
-    lambda t: b.ag_tiling_parallel(t, list(_order(t, "ag_parallel")), Fraction(1, t.n_ranks)),
-    pieces_fn=lambda t: len(_order(t, "ag_parallel")))
+    lambda t: (b.ag_tiling_parallel(t, list(_order(t, "ag_parallel")), Fraction(1, t.n_ranks)) if _ag_pieces(t) > 1
+               else b.ag_tiling(t, list(_order(t, "ag_parallel")), 0, Fraction(1, t.n_ranks))),
+    pieces_fn=_ag_pieces)
 
 
 # ---------------------------------------------------------------------------------------

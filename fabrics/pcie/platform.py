@@ -41,7 +41,7 @@ class PcieServer:
 
     name: str
     gpus_per_node: int
-    gpu_link_Bps: float  # GPU <-> switch attachment, one way
+    gpu_link_Bps: float  # GPU <-> switch attachment, one way (default for every GPU)
     nic_rate_Bps: float  # NIC port, one way
     vertices: dict = field(compare=False)  # name -> "switch" | "cpu"
     gpu_vertex: tuple[str, ...]  # local GPU index -> vertex it hangs off
@@ -49,6 +49,10 @@ class PcieServer:
     links: tuple[PcieLink, ...]
     nodes_per_leaf: int = 8
     oversubscription: float = 1.0
+    gpu_link_overrides: tuple = ()  # per-GPU attachment rates (e.g. from an NCCL dump); empty = default
+
+    def gpu_rate(self, k: int) -> float:
+        return self.gpu_link_overrides[k] if self.gpu_link_overrides else self.gpu_link_Bps
 
     def __post_init__(self) -> None:
         if self.gpus_per_node < 1:
@@ -111,7 +115,15 @@ def parse_platform(cfg: dict, parse_rate: Callable[..., float] = _plain_rate) ->
             a, b, rate = item[0], item[1], (item[2] if len(item) == 3 else cfg["pcie_rate"])
         links.append(PcieLink(a=str(a), b=str(b), rate_Bps=parse_rate(rate, f"link {a}-{b} rate")))
     net = dict(cfg.get("network") or {})
-    return PcieServer(name=name, gpus_per_node=n, gpu_link_Bps=parse_rate(cfg.get("gpu_link_rate", cfg["pcie_rate"]), "gpu_link_rate"),
+    gpu_rate = cfg.get("gpu_link_rate", cfg["pcie_rate"])
+    overrides: tuple = ()
+    if isinstance(gpu_rate, (list, tuple)):
+        if len(gpu_rate) != n:
+            raise SpecError(f"platform {name}: gpu_link_rate lists {len(gpu_rate)} rates for {n} GPUs; give one per GPU or one for all")
+        overrides = tuple(parse_rate(r, f"gpu_link_rate[{k}]") for k, r in enumerate(gpu_rate))
+        gpu_rate = cfg["pcie_rate"]
+    return PcieServer(name=name, gpus_per_node=n, gpu_link_Bps=parse_rate(gpu_rate, "gpu_link_rate"),
+                      gpu_link_overrides=overrides,
                       nic_rate_Bps=nic_rate, vertices=vertices, gpu_vertex=tuple(gpu_vertex), nics=nics,
                       links=tuple(links), nodes_per_leaf=int(net.get("nodes_per_leaf", 8)),
                       oversubscription=float(net.get("oversubscription", 1.0)))
@@ -153,8 +165,8 @@ class PcieCluster:
         cap: dict[str, float] = {}
         for n in range(self.nodes):
             for k, v in enumerate(s.gpu_vertex):
-                cap[f"n{n}.g{k}>{v}"] = s.gpu_link_Bps
-                cap[f"n{n}.{v}>g{k}"] = s.gpu_link_Bps
+                cap[f"n{n}.g{k}>{v}"] = s.gpu_rate(k)
+                cap[f"n{n}.{v}>g{k}"] = s.gpu_rate(k)
             for nic, (v, rate) in s.nics.items():
                 cap[f"n{n}.{v}>{nic}"] = rate
                 cap[f"n{n}.{nic}>{v}"] = rate

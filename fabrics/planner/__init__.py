@@ -13,3 +13,7 @@ __all__ = [
     "AxisPlan", "MeshRequest", "Plan", "PlanRequest", "clear_plan_cache", "mesh_from_dict", "plan", "plan_cache",
     "request_from_dict", "request_hash", "shared_host_plan", "stacked_link_plan",
 ]
+
+from fabrics.planner.demand import request_from_demand, traffic_from_demand  # noqa: E402
+
+__all__ += ["request_from_demand", "traffic_from_demand"]

@@ -1,9 +1,11 @@
 """Pricing one mesh axis on one logical topology (paper 003, Eq. 1, Appendix A.2-A.3).
 
-The closed forms (h, v) come from ``collectives.schedules``; the planner alone owns λ, R and p
-and forms T = h·λ + v·σ/(p·R). ``auto`` takes the valid schedule with the lowest T; exact ties
-go to the simplest schedule (``TIE_ORDER``: the paper reports the size-4 axis of Table 6 as
-"one-shot (volume-optimised)", which ties there with coset-factored parallel).
+The closed forms (h, v) come from ``collectives.schedules`` and Eq. 1 from
+``collectives.selection.hockney_time_s``; the planner alone owns λ, R and p. ``auto`` takes the
+valid schedule with the lowest T; exact ties go to the simplest schedule (``TIE_ORDER``: the
+paper reports the size-4 axis of Table 6 as "one-shot (volume-optimised)", which ties there with
+coset-factored parallel; ``collectives.selection.best_schedule`` would break that tie by name and
+report coset-factored).
 
 Results are kept in an explicit keyed cache (``clear_axis_cache``) so the joint search can
 price thousands of configurations quickly.
@@ -39,9 +41,11 @@ def clear_axis_cache() -> None:
     _PRICES.clear()
 
 
-def hockney_time_s(h: int, v: Fraction, sigma_bytes: int, hop_latency_s: float, link_rate_Bps: float, p: int) -> float:
-    """Eq. 1: T = h·λ + v·σ/(p·R)."""
-    return h * hop_latency_s + float(v) * sigma_bytes / (p * link_rate_Bps)
+def hockney_time_s(cost, sigma_bytes: int, hop_latency_s: float, link_rate_Bps: float, p: int) -> float:
+    """Eq. 1: T = h·λ + v·σ/(p·R) (``collectives.selection.hockney_time_s``)."""
+    from collectives.selection import hockney_time_s as eq1
+
+    return eq1(cost, sigma_bytes, hop_latency_s, link_rate_Bps, p)
 
 
 def _tie_rank(name: str) -> tuple[int, str]:
@@ -63,7 +67,7 @@ def price_axis(topo, collective: str, sigma_bytes: int, *, p: int, hop_latency_s
         if not entry.valid(topo, collective):
             continue
         cost = entry.closed_form(topo, collective)
-        t = hockney_time_s(cost.h, cost.v, sigma_bytes, hop_latency_s, link_rate_Bps, p)
+        t = hockney_time_s(cost, sigma_bytes, hop_latency_s, link_rate_Bps, p)
         cand = (t, _tie_rank(name), cost.h, cost.v, name)
         if best is None or cand[:2] < best[:2]:
             best = cand

@@ -10,9 +10,11 @@ plan_cache: dict[str, object] = {}
 
 def clear_plan_cache() -> None:
     from fabrics.planner.axis_cost import clear_axis_cache
+    from fabrics.planner.stacked_link import clear_circulant_cache
 
     plan_cache.clear()
     clear_axis_cache()
+    clear_circulant_cache()
 
 
 def plan(request: PlanRequest):

@@ -26,7 +26,11 @@ ONE_SHOT_SCHEDULES = {"allreduce": ("one_shot", "one_shot_dvo"), "alltoall": ("d
 EXHAUSTIVE_LIMIT = 3000
 SAMPLES = 400
 
-_CIRCULANTS: dict[tuple[int, int], CirculantTopology | None] = {}
+_CIRCULANTS: dict[tuple[int, int], CirculantTopology | None] = {}  # keyed by (n, degree); safe to clear
+
+
+def clear_circulant_cache() -> None:
+    _CIRCULANTS.clear()
 
 
 def port_split(sizes: list[int], ports: int) -> list[int]:

@@ -44,15 +44,19 @@ def simlette_from_config(fabric_numbers: Mapping[str, Any], network: Mapping[str
                          topology: CayleyTopology | None = None) -> SimletteNetwork:
     """A ready ``SimletteNetwork`` (call ``prepare`` next).
 
-    fabric_numbers: ``kind`` (or ``name``) in single_eps | single_ocs | all_eps, ``ports``,
+    fabric_numbers: ``kind`` (or ``name``) in single_eps | single_ocs | all_eps | hybrid | all_ocs, ``ports``,
       ``link_rate_Bps``, optional ``accelerators`` (or ``world``), ``latency_case``,
       ``switch_radix``/``down_ports``/``up_ports`` (two-level), optional latency overrides in seconds
       ``switch_core_s``, ``ocs_pass_through_s``, ``cable_s``, ``level2_cable_s``.
     network: ``mode`` (flit | optimized), ``buffer_bytes`` (int or None = unlimited), ``schedule``
       (force one), ``ocs_folds`` (list of masks, single_ocs), ``ocs_multiplicity`` (int),
       ``write_responses`` (bool).
-    topology: the Cayley topology the OCS circuits realise (default: hypercube on the
-      accelerators plus ``ocs_folds``, multiplicity ``ocs_multiplicity`` or as many as the ports allow);
+    topology: the Cayley topology fixed circuits of ``single_ocs`` realise (or ``ocs_folds`` /
+      ``ocs_multiplicity``: hypercube plus those folds, multiplicity as given or as many as the ports
+      allow). Without any of them, ``single_ocs`` - like ``all_ocs`` - gets its circuits from the
+      shared-host plan of the deployment demand in ``prepare`` (as ``network=analytical``);
+      ``hybrid`` gets its placement and rack circuits there too (``fabric.allocation`` /
+      ``fabric.hop_latency_s`` as for the analytical model).
       on EPS, an optional logical overlay that groups of its size run their schedule on (the
       switch still routes every transfer in one hop, sprayed over all rails).
     """
@@ -77,7 +81,20 @@ def simlette_from_config(fabric_numbers: Mapping[str, Any], network: Mapping[str
     spec = FabricSpec(**spec_kw)
     params = params_from_network(network, latency)
     phys = build_fabric(spec)
-    if FABRIC_KINDS[kind][1] == "ocs" and levels == 1:
+    schedule = network.get("schedule") or None
+    fixed_circuits = topology is not None or bool(network.get("ocs_folds")) or network.get("ocs_multiplicity")
+    if kind in ("hybrid", "all_ocs") or (kind == "single_ocs" and not fixed_circuits):
+        # deployed fabrics: placement and circuits come from the deployment demand in prepare(),
+        # planned exactly as the fabric-aware analytical model plans them (one shared code path)
+        from fabrics.analytical import FabricAnalytical
+
+        planner_lam = fab.get("hop_latency_s") if FABRIC_KINDS[kind][1] == "ocs" else None
+        planner = FabricAnalytical(phys, schedule=schedule or "auto",
+                                   planner_hop_latency_s=None if planner_lam is None else float(planner_lam),
+                                   allocation=str(fab.get("allocation") or network.get("allocation") or "shared_host"))
+        return SimletteNetwork(None, params, ports=ports, rate_Bps=rate, schedule=schedule, planner=planner,
+                               n_accelerators=int(n))
+    if kind == "single_ocs":
         if topology is None:
             bits = int(n).bit_length() - 1
             if 1 << bits != int(n):
@@ -89,16 +106,11 @@ def simlette_from_config(fabric_numbers: Mapping[str, Any], network: Mapping[str
             topology = CayleyTopology(n_bits=bits, generators=base.generators + folds, multiplicity=int(mult),
                                       name=f"Q{bits}" + "".join(f"+{m:b}" for m in folds))
         sim_fabric = OcsFabric(phys, topology, params)
-    elif kind in ("single_eps", "all_eps"):
-        sim_fabric = EpsFabric(phys, params)
     else:
-        raise SpecError(
-            f"Simlette does not route fabric {kind!r} yet (it needs level-2 circuit planning); "
-            "use single_eps, all_eps or single_ocs"
-        )
+        sim_fabric = EpsFabric(phys, params)
     return SimletteNetwork(sim_fabric, params, ports=ports, rate_Bps=rate,
                            eps_hop_latency_s=latency.switched_hop_s if kind == "single_eps" else None,
-                           schedule=network.get("schedule") or None,
+                           schedule=schedule,
                            logical_topology=topology if isinstance(sim_fabric, EpsFabric) else None)
 
 
@@ -106,7 +118,7 @@ def simulate_collective(net: SimletteNetwork, collective: str, payload_bytes: in
                         groups: tuple[tuple[int, ...], ...] | None = None) -> dict:
     """Run one collective alone on ``net``; returns the results.json keys of the collective pipeline."""
     if groups is None:
-        groups = (tuple(range(net.fabric.n_accelerators)),)
+        groups = (tuple(range(net.n_accelerators)),)
     demand = (DemandEntry(region="standalone", axis="world", collective=collective, groups=len(groups),
                           ranks=len(groups[0]), calls_per_step=1, payload_bytes=payload_bytes),)
     net.prepare(demand, max(max(g) for g in groups) + 1)

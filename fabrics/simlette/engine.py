@@ -108,12 +108,13 @@ class Engine:
         self.busy_s = [0.0] * n
         self.spray: dict = {}
         self.per_source = params.spray == "source"
+        self._wake_cb = self._wake if params.buffer_flits is not None else self._wake_fast
         self.events = 0
         cap = params.buffer_flits
         self.limited = cap is not None
         if self.limited:
             self.capacity = cap
-            self.chunk_flits = max(1, cap // 4)
+            self.chunk_flits = max(1, cap // 16)
             self.credits = [[cap] * n, [cap] * n]  # per channel
             self.returns: list[list[deque]] = [[deque() for _ in range(n)], [deque() for _ in range(n)]]
             self.waiting = [False] * n
@@ -125,7 +126,6 @@ class Engine:
     # --- scheduling -------------------------------------------------------------------------
     def at(self, t: float, callback, arg=None, priority: int = _PRIO) -> None:
         """Run ``callback(event)`` at absolute simulated time ``t`` (>= now)."""
-        self.events += 1
         heappush(self._queue, (t, priority, next(self._eid), _Ev(callback, arg)))
 
     def _ensure_wake(self, link: int, t: float) -> None:
@@ -134,14 +134,96 @@ class Engine:
         if now <= w <= t:
             return
         self.wake_at[link] = t
-        self.events += 1
-        heappush(self._queue, (t, _PRIO, next(self._eid), _Ev(self._wake, link)))
+        heappush(self._queue, (t, _PRIO, next(self._eid), _Ev(self._wake_cb, link)))
 
     def _wake(self, ev) -> None:
         link = ev.arg
         if self.wake_at[link] == self.env._now:
             self.wake_at[link] = inf
         self._try_start(link)
+
+    def _wake_fast(self, ev) -> None:
+        """``_wake`` + ``_try_start`` for unlimited buffers, inlined: the hot loop of flit mode.
+
+        Same semantics as ``_try_start`` without credits (tests compare both paths)."""
+        link = ev.arg
+        now = self.env._now
+        wake_at = self.wake_at
+        if wake_at[link] == now:
+            wake_at[link] = inf
+        busy_until = self.busy_until
+        bu = busy_until[link]
+        if bu > now:
+            self._ensure_wake(link, bu)
+            return
+        q = self.queues[link]
+        if not q:
+            return
+        u = q[0]
+        if u.ready > now:
+            self._ensure_wake(link, u.ready)
+            return
+        inv = self.inv_rate[link]
+        path = u.path
+        hop = u.hop
+        msg = u.msg
+        if self.flit_mode and u.nflits > 1:
+            size = self.dl
+            u.nflits -= 1
+            u.nbytes -= size
+            ser = size * inv
+            end = now + ser
+            nxt = _Unit(end + self.after[link], msg, path, hop + 1, size, 1, size) if hop + 1 < len(path) else None
+        else:
+            q.popleft()
+            size = u.nbytes
+            ser = size * inv
+            end = now + ser
+            if hop + 1 < len(path):
+                u.ready = now + ((self.dl if u.nflits > 1 else size) * inv) + self.after[link]
+                u.hop = hop + 1
+                nxt = u
+            else:
+                nxt = None
+        busy_until[link] = end
+        self.bytes_sent[link] += size
+        self.busy_s[link] += ser
+        queue = self._queue
+        if nxt is not None:
+            nl = path[hop + 1]
+            nq = self.queues[nl]
+            if nq is None:
+                nq = self.queues[nl] = deque()
+            ready = nxt.ready
+            if nq and nq[-1].ready > ready:
+                i = len(nq)
+                while i > 0 and nq[i - 1].ready > ready:
+                    i -= 1
+                nq.insert(i, nxt)
+            else:
+                nq.append(nxt)
+            t = busy_until[nl]
+            h = nq[0].ready
+            if h > t:
+                t = h
+            if t < now:
+                t = now
+            w = wake_at[nl]
+            if not now <= w <= t:
+                wake_at[nl] = t
+                heappush(queue, (t, _PRIO, next(self._eid), _Ev(self._wake_fast, nl)))
+        else:
+            arrival = end + self.after[link]
+            msg.remaining -= size
+            if arrival > msg.arrival:
+                msg.arrival = arrival
+            if msg.remaining <= 0:
+                msg.on_arrival(msg)
+        if q:
+            w = wake_at[link]
+            if not now <= w <= end:
+                wake_at[link] = end
+                heappush(queue, (end, _PRIO, next(self._eid), _Ev(self._wake_fast, link)))
 
     # --- injection --------------------------------------------------------------------------
     def inject(self, msg: Message, nbytes: int, ready_s: float) -> None:
@@ -155,7 +237,7 @@ class Engine:
         src, dst = msg.src, msg.dst
         P = fabric.n_paths(src, dst)
         key = fabric.spray_key(src, dst)
-        ptr = self.spray.get(key, 0) if self.per_source else 0
+        ptr = self.spray.get(key, 0) % P if self.per_source else 0  # P differs by destination (racks)
         if P == 1:
             self._enqueue(_Unit(ready_s, msg, fabric.path(src, dst, 0), 0, wire, nfl, last))
             return
@@ -236,7 +318,7 @@ class Engine:
                 self.stall_s[link] += now - since
                 self.stall_since[link] = None
             if nfl > c or nfl > self.chunk_flits:
-                # optimized mode under credits: send at most a quarter of the buffer per event so that
+                # optimized mode under credits: send at most 1/16 of the buffer per event so that
                 # several chunks are in flight, as flits would be; the rest stays at the head
                 nfl = min(c, self.chunk_flits)
                 size = nfl * dl
@@ -303,11 +385,14 @@ class Engine:
         env = self.env
         pop = heappop
         self.stop = False
+        n = 0
         while q and not self.stop:
             env._now, _, _, ev = pop(q)
+            n += 1
             callbacks, ev.callbacks = ev.callbacks, None
             for cb in callbacks:
                 cb(ev)
+        self.events += n
 
     def idle(self) -> bool:
         """No data queued or in flight on any port (credits may still be travelling back)."""

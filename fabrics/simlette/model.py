@@ -32,15 +32,15 @@ from fabrics.analytical import SingleLevelParams, native_time_s
 from fabrics.network_model import CollectiveCall, Completion, DemandEntry, check_in_demand
 from fabrics.simlette.engine import Engine
 from fabrics.simlette.params import SimletteParams
-from fabrics.simlette.routing import EpsFabric, OcsFabric, SimFabric
-from fabrics.simlette.runner import CallRun, Plan, plan_of
+from fabrics.simlette.routing import OcsFabric, RoutedSimFabric, SimFabric
+from fabrics.simlette.runner import CallRun, Plan, plan_of, plan_of_arrays
 from fabrics.simlette.selection import (EPS_NATIVE, best_on_topology, build_named, complete_topology,
                                         group_subtopology)
 
 
 @dataclass(frozen=True, slots=True)
 class _Reg:
-    sig: tuple  # (collective, groups, payload_bytes)
+    sig: tuple  # (region, axis, collective, groups, payload_bytes)
     rel_start_s: float
 
 
@@ -78,26 +78,51 @@ class _Live:
 
 
 class SimletteNetwork:
-    """NetworkModel backed by the flit-level simulator."""
+    """NetworkModel backed by the flit-level simulator.
 
-    def __init__(self, fabric: SimFabric, params: SimletteParams, *, ports: int, rate_Bps: float,
-                 eps_hop_latency_s: float | None = None, schedule: str | None = None, logical_topology=None):
+    Two kinds of fabric:
+
+    * **fixed** (``single_eps``, ``all_eps``, ``single_ocs`` with a given Cayley topology): the
+      simulator fabric exists from the start; EPS runs the native one-/two-shot schedules on the
+      complete graph (or a given logical overlay), OCS the cheapest valid library schedule on the
+      group's sub-topology of the circuits.
+    * **deployed** (``hybrid``, ``all_ocs``, and ``single_ocs`` without a given topology): the
+      fabric depends on the deployment. ``prepare(demand, world)`` lets the fabric-aware
+      analytical model (``fabrics.analytical.FabricAnalytical`` - ``planner``) place the workers
+      and configure the circuits exactly as ``network=analytical`` does (hybrid: balanced placement
+      + rack circuits sized to the demand; OCS: the shared-host plan); Simlette then simulates on
+      that ``RoutedFabric``. Every call runs the schedule that model chooses for it (hybrid:
+      the fastest native schedule; OCS: the plan's schedule for the call's axis, on the plan's
+      topology and groups - the cosets of the axis's label bits, Appendix A.1).
+    """
+
+    def __init__(self, fabric: SimFabric | None, params: SimletteParams, *, ports: int, rate_Bps: float,
+                 eps_hop_latency_s: float | None = None, schedule: str | None = None, logical_topology=None,
+                 planner=None, n_accelerators: int | None = None):
         self.fabric = fabric
+        self.planner = planner  # FabricAnalytical for deployed fabrics, else None
+        self.n_accelerators = n_accelerators if n_accelerators is not None else fabric.n_accelerators
         self.logical_topology = logical_topology  # EPS only: the overlay groups of its size run on
         self.params = params
         self.ports = ports
         self.rate_Bps = rate_Bps
         self.forced_schedule = schedule
-        # lambda per hop for pricing schedules (Eq. 1): source + link + sink latencies of one path
-        if isinstance(fabric, OcsFabric):
-            self.hop_latency_s = params.source_latency_s + fabric.after_s[0]
-        else:
-            self.hop_latency_s = eps_hop_latency_s if eps_hop_latency_s is not None else (
-                params.source_latency_s + sum(fabric.after_s[l] for l in fabric.path(0, 1, 0)))
+        self.hop_latency_s = None
+        if fabric is not None:
+            # lambda per hop for pricing schedules (Eq. 1): source + link + sink latencies of one path
+            if isinstance(fabric, OcsFabric):
+                g = fabric.topology.generators[0]
+                self.hop_latency_s = params.source_latency_s + sum(fabric.after_s[l] for l in fabric.path(0, g, 0))
+            else:
+                self.hop_latency_s = eps_hop_latency_s if eps_hop_latency_s is not None else (
+                    params.source_latency_s + sum(fabric.after_s[l] for l in fabric.path(0, 1, 0)))
         self._demand: tuple[DemandEntry, ...] | None = None
-        self._plans: dict[tuple, tuple[str, Plan, tuple]] = {}  # explicit keyed cache: call signature -> plan
+        self._world: int | None = None
+        # explicit keyed caches, one set per deployment (the fixed fabric is deployment None):
+        # call signature -> plan, and episode prefix -> (completions, idle_rel or None, stats)
+        self._deployments: dict = {}
+        self._use_deployment(None, fabric)
         self._plans_by_schedule: dict[tuple, Plan] = {}
-        self._cache: dict[tuple, tuple] = {}  # episode prefix -> (completions, idle_rel or None, stats)
         self.cache_hits = 0
         self.simulated_episodes = 0
         self.replayed_episodes = 0
@@ -106,16 +131,55 @@ class SimletteNetwork:
         self._stat_objs: dict[int, tuple[dict, float]] = {}
         self._stat_counts: dict[int, int] = {}
         self._schedules: dict[tuple, object] = {}  # explicit keyed cache: (name, collective, n, topology) -> Schedule
-        self.schedules_used: dict[str, str] = {}
+        self.schedules_used: dict[tuple[str, str, str], str] = {}
         self._reset_episode()
 
+    def _use_deployment(self, key, fabric) -> None:
+        state = self._deployments.get(key)
+        if state is None:
+            state = self._deployments[key] = (fabric, {}, {})
+        self.fabric, self._plans, self._cache = state
+
     # --- layer 3: schedules -------------------------------------------------------------------
-    def resolve(self, collective: str, groups: tuple[tuple[int, ...], ...], payload_bytes: int) -> tuple[str, Plan, tuple]:
-        key = (collective, groups, payload_bytes)
+    def resolve(self, region: str, axis: str, collective: str, groups: tuple[tuple[int, ...], ...],
+                payload_bytes: int) -> tuple[str, Plan, tuple]:
+        key = (region, axis, collective, groups, payload_bytes)
         hit = self._plans.get(key)
         if hit is None:
-            hit = self._plans[key] = self._resolve(collective, groups, payload_bytes)
+            if self.planner is not None:
+                hit = self._resolve_deployed(region, axis, collective, groups, payload_bytes)
+            else:
+                hit = self._resolve(collective, groups, payload_bytes)
+            self._plans[key] = hit
         return hit
+
+    def _resolve_deployed(self, region, axis, collective, groups, payload_bytes):
+        """The schedule, plan and groups the fabric-aware analytical model uses for this call."""
+        from fabrics.analytical import _planned_phases
+        from fabrics.native import canonical_collective, native_phases
+
+        call = CollectiveCall(call_id=0, region=region, axis=axis, collective=collective, groups=groups,
+                              payload_bytes=payload_bytes)
+        _, name = self.planner.price(call)
+        n = len(groups[0])
+        if name == "none":
+            return name, Plan(n_ranks=n, sends=(), incount=()), groups
+        coll = canonical_collective(collective)
+        dep = self.planner.deployment
+        if dep.uses_native_schedules:
+            skey = ("native", coll, name, n)
+            phases = lambda: native_phases(coll, name, n)  # noqa: E731
+        else:
+            ax = dep.axes[(region, axis, coll)]
+            gens = ax.local_generators()
+            skey = ("planned", coll, name, len(ax.bits), gens)
+            phases = lambda: _planned_phases(len(ax.bits), gens, name, coll)  # noqa: E731
+            groups = tuple(map(tuple, ax.groups(dep.world).tolist()))
+        pkey = (skey, payload_bytes)
+        plan = self._plans_by_schedule.get(pkey)
+        if plan is None:
+            plan = self._plans_by_schedule[pkey] = plan_of_arrays(phases(), n, payload_bytes)
+        return name, plan, groups
 
     def _resolve(self, collective, groups, payload_bytes):
         n = len(groups[0])
@@ -162,10 +226,25 @@ class SimletteNetwork:
 
     # --- NetworkModel ---------------------------------------------------------------------------
     def prepare(self, demand: tuple[DemandEntry, ...], world: int) -> None:
+        if world > self.n_accelerators:
+            raise SpecError(f"world={world} does not fit the fabric's {self.n_accelerators} accelerators")
+        self._close_episode()  # keep the statistics of what ran before; the caches stay valid (same fabric)
         self._demand = tuple(demand)
-        if world > self.fabric.n_accelerators:
-            raise SpecError(f"world={world} does not fit the fabric's {self.fabric.n_accelerators} accelerators")
-        self._reset_episode()
+        self._world = int(world)
+        if self.planner is not None:
+            self.planner.prepare(self._demand, self._world)
+            key = (self._demand, self._world)
+            state = self._deployments.get(key)
+            fabric = state[0] if state is not None else RoutedSimFabric(self.planner.deployment.routed, self.params)
+            self._use_deployment(key, fabric)
+
+    # --- the deployment, for results (hybrid and OCS: what the circuits were configured from) ---
+    def plan_summary(self) -> dict | None:
+        return None if self.planner is None else self.planner.plan_summary()
+
+    @property
+    def plan_json(self) -> dict | None:
+        return None if self.planner is None else self.planner.plan_json
 
     def _reset_episode(self) -> None:
         self._origin = 0.0
@@ -184,7 +263,7 @@ class SimletteNetwork:
             self._close_episode()
         if not self._regs:
             self._origin = earliest_start_s
-        sig = (call.collective, tuple(tuple(g) for g in call.groups), int(call.payload_bytes))
+        sig = (call.region, call.axis, call.collective, tuple(tuple(g) for g in call.groups), int(call.payload_bytes))
         # relative start on a femtosecond grid: absolute times carry rounding noise that would make
         # identical episodes look different; the simulation itself runs on the rounded value
         reg = _Reg(sig=sig, rel_start_s=round(earliest_start_s - self._origin, 15))
@@ -212,7 +291,7 @@ class SimletteNetwork:
             call = self._calls[idx]
             out.append(Completion(call_id=call.call_id, start_s=self._origin + self._regs[idx].rel_start_s,
                                   end_s=self._origin + rel_end, schedule=name))
-            self.schedules_used[f"{call.region}/{call.axis}/{call.collective}"] = name
+            self.schedules_used[(call.region, call.axis, call.collective)] = name
         if idle_rel is not None:
             self._idle_at = self._origin + idle_rel
             self._ep_stats = (stats, idle_rel)
@@ -287,7 +366,7 @@ class SimletteNetwork:
                 "ports_stalled": len(stalls),
                 "worst": [{"link": self.fabric.names[l], "stall_s": stalls[l]} for l in worst],
             },
-            "schedules": dict(self.schedules_used),
+            "schedules": {"/".join(k): v for k, v in self.schedules_used.items()},
         }
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from math import ceil
 
 from collectives.schedule import Schedule
-from fabrics.simlette.engine import REQUEST, RESPONSE, Engine, Message
+from fabrics.simlette.engine import RESPONSE, Engine, Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +54,29 @@ def plan_of(schedule: Schedule, sigma_bytes: int) -> Plan:
         sends.append(tuple(tuple(o) for o in out))
         incount.append(tuple(cnt))
     return Plan(n_ranks=n, sends=tuple(sends), incount=tuple(incount))
+
+
+def plan_of_arrays(phases, n_ranks: int, sigma_bytes: int) -> Plan:
+    """The same plan from ``fabrics.native.PhaseArrays`` (the analytical fabric model's form of a
+    native or planned schedule); transfers keep their order. Fractions are floats there, so the
+    byte count is rounded up with a tolerance of a millionth of a byte (exact fractions of sigma
+    land on integers)."""
+    sends, incount = [], []
+    size_of: dict[float, int] = {}
+    for ph in phases:
+        out = [[] for _ in range(n_ranks)]
+        cnt = [0] * n_ranks
+        for src, dst, f in zip(ph.src.tolist(), ph.dst.tolist(), ph.fraction.tolist()):
+            nbytes = size_of.get(f)
+            if nbytes is None:
+                nbytes = size_of[f] = ceil(f * sigma_bytes - 1e-6)
+            if nbytes <= 0 or src == dst:
+                continue
+            out[src].append((dst, nbytes))
+            cnt[dst] += 1
+        sends.append(tuple(tuple(o) for o in out))
+        incount.append(tuple(cnt))
+    return Plan(n_ranks=n_ranks, sends=tuple(sends), incount=tuple(incount))
 
 
 class CallRun:

@@ -1,7 +1,7 @@
 """Start one process per rank and watch them: a dead or hung rank ends the replay, never a hang.
 
-``launch(plans, world, options)`` spawns ``world`` processes (torch.multiprocessing's spawn
-context: CUDA-safe), each running ``replay_worker.spawn_entry``. The parent polls two things:
+``launch(plans, world, options)`` starts ``world`` processes (torch.multiprocessing's
+forkserver context: CUDA-safe), each running ``replay_worker.spawn_entry``. The parent polls two things:
 
 - exit codes: a rank that exited non-zero is *dead*. Ranks that merely raised because a peer
   vanished (exit ``WORKER_ERROR_EXIT`` after reporting their exception) are looked past, so the
@@ -54,7 +54,10 @@ def launch(plans: list[dict], world: int, options: dict, *, timeout_s: float, st
     """Run the replay; returns per rank its list of per-plan reports."""
     import torch.multiprocessing as mp
 
-    ctx = mp.get_context("spawn")
+    # forkserver: a clean server process imports torch once and forks every rank from it (CUDA-safe
+    # like spawn, since importing torch does not initialise CUDA; N ranks do not pay N torch imports)
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "pipelines.hardware.replay_worker"])
     addr = "127.0.0.1"
     port = free_port(addr)
     shared = ctx.Array("q", [0] * (world * PROGRESS_FIELDS), lock=False)

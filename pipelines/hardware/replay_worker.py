@@ -43,14 +43,24 @@ class _Progress:
 
 def _fault(options: dict, rank: int, plan: int, iteration: int, activation: int) -> None:
     """Config-level fault injection (``fault.rank``/``fault.activation``), for testing a cluster's
-    failure handling: the rank exits hard (``kill``) or stops responding (``hang``)."""
+    failure handling: the rank exits hard (``kill``) or stops responding (``hang``); ``corrupt``
+    is applied to the data instead (``_corrupts``)."""
     f = options.get("fault") or {}
     if f.get("rank") != rank or f.get("plan", 0) != plan or f.get("iteration", 0) != iteration \
             or f.get("activation", 0) != activation:
         return
-    if f.get("mode", "kill") == "hang":
+    mode = f.get("mode", "kill")
+    if mode == "hang":
         time.sleep(10 ** 6)
-    os._exit(9)
+    if mode == "kill":
+        os._exit(9)
+
+
+def _corrupts(options: dict, rank: int, plan: int, iteration: int, activation: int) -> bool:
+    """``fault.mode=corrupt``: this rank flips one bit of what it sends there (verification must catch it)."""
+    f = options.get("fault") or {}
+    return (f.get("mode") == "corrupt" and f.get("rank") == rank and f.get("plan", 0) == plan
+            and f.get("iteration", 0) == iteration and f.get("activation", 0) == activation)
 
 
 def _barrier(dist, device) -> None:
@@ -88,11 +98,15 @@ def _replay_lanes(torch, dist, plan: ReplayPlan, rank: int, device, options: dic
             _fault(options, rank, plan_index, it, a)
             ta = time.perf_counter()
             ops, recvs = [], []
+            corrupt = _corrupts(options, rank, plan_index, it, a)
             for lane in plan.activations[a]:
                 if lane.src == rank:
                     buf = own.get((a, lane.tag))
                     if buf is None:  # relay: forward bytes received in an earlier activation
                         buf = torch.cat([_held(relay[(lane.origin, lane.final)], off, ln) for off, ln in lane.pieces])
+                    if corrupt:
+                        buf, corrupt = buf.clone(), False
+                        buf[buf.numel() // 2] ^= 1
                     ops.append(dist.P2POp(dist.isend, buf, lane.dst, tag=lane.tag))
                 if lane.dst == rank:
                     buf = torch.empty(lane.nbytes, dtype=torch.uint8, device=device)

@@ -29,17 +29,18 @@ def load_schedule(path: str | Path) -> dict:
         raise SpecError(f"schedule={str(path)!r} is not JSON ({exc.msg} at line {exc.lineno})") from None
 
 
-def schedule_from_run(client, run_id: str, dst: Path) -> dict:
-    """Download ``schedule.json`` from an MLflow run's artifacts."""
+def schedule_from_run(client, run_id: str, dst: Path, name: str = "schedule.json") -> dict:
+    """Download ``name`` (default ``schedule.json``) from an MLflow run's artifacts."""
     try:
         client.get_run(run_id)
     except Exception:  # mlflow raises its own exception types for unknown ids
         raise SpecError(f"run_id={run_id!r} is not a run in this MLflow store; check tracking.uri") from None
     names = {a.path for a in client.list_artifacts(run_id)}
-    if "schedule.json" not in names:
-        raise SpecError(f"run {run_id} has no schedule.json artifact (has: {', '.join(sorted(names)) or 'none'}); "
-                        f"replay a pipelines.alltoallv run or pass schedule=<path>")
-    local = client.download_artifacts(run_id, "schedule.json", str(dst))
+    if name not in names:
+        raise SpecError(f"run {run_id} has no {name} artifact (has: {', '.join(sorted(names)) or 'none'}); "
+                        f"replay a pipelines.alltoallv run, name the artifact with schedule=<name>, or pass "
+                        f"schedule=<path> without run_id")
+    local = client.download_artifacts(run_id, name, str(dst))
     return load_schedule(local)
 
 

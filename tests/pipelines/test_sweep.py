@@ -1,5 +1,6 @@
 """Orchestration: -m sweeps on Ray with MLflow tracking, failures, reruns, a killed driver."""
 
+import json
 import os
 import signal
 import sqlite3
@@ -57,6 +58,16 @@ def test_sweep_on_ray_logs_parent_and_children_and_rerun_skips(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert "0 done, 0 failed, 6 skipped" in again.stderr
     assert len(children(tmp_path)) == 6 and len([r for r in runs(tmp_path) if not r[2]]) == 1
+    # the report regenerates the comparison from MLflow alone
+    env = dict(os.environ, GX_TRACKING="true", MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    rep = subprocess.run([sys.executable, "-m", "pipelines.report", f"hydra.run.dir={tmp_path / 'report'}"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    res = json.loads((tmp_path / "report" / "results.json").read_text())
+    assert res["pipeline"] == "decode" and len(res["rows"]) == 6
+    assert {r["fabric"] for r in res["rows"]} == {"single_eps", "single_ocs"}
+    assert (tmp_path / "report" / "pareto.png").stat().st_size > 1000
+    assert len(runs(tmp_path)) == 7, "the report must not log runs of its own"
 
 
 def test_failing_points_are_recorded_and_the_rest_still_run(tmp_path):

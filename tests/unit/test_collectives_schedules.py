@@ -89,3 +89,15 @@ def test_bruck_parallel_is_priced_by_the_narrowest_layer():
     t = block_fold((4, 3))  # K16 □ K8, Q7[4, 3]
     assert lookup("alltoall", "bruck_parallel").closed_form(t).v == Fraction(1, 8)
     assert lookup("alltoall", "bruck_radix").closed_form(t).v == Fraction(1, 16) + Fraction(1, 8)
+
+
+def test_parallel_rs_ag_keeps_plain_order_when_rotation_does_not_pay():
+    # found by the property test: radices (8, 4, 2) — rotated equal pieces would cost 41/96 sigma
+    # per half against 11/32 for the plain order, so the parallel variant keeps one piece
+    from collectives.layers import parallel_pieces, rotated_max_volume, rs_volume, _rs_piece
+    from collectives.topology import CayleyTopology
+
+    assert rotated_max_volume((8, 4, 2), _rs_piece) > rs_volume((8, 4, 2))
+    assert parallel_pieces((8, 4, 2), "rs") == 1 and parallel_pieces((4, 4), "rs") == 2
+    t = CayleyTopology(n_bits=6, generators=(1, 2, 4, 8, 16, 17, 30, 32, 39, 43, 52))
+    assert lookup("allreduce", "rs_ag_parallel").closed_form(t).v <= lookup("allreduce", "rs_ag").closed_form(t).v

@@ -176,3 +176,17 @@ def test_576_all_eps_and_all_ocs_paths():
     r2 = route(g, alloc, configure_ocs(g, alloc, xor_port_permutations(512, gens, 36)))
     assert len(r2.paths(5, 5 ^ 511)) == 18
     assert r2.phase_cost([(x, x ^ 511, 1.8e6) for x in range(512)]).serialization_s == pytest.approx(1.8e6 / (18 * R))
+
+
+def test_circuits_follow_a_non_linear_allocation():
+    from fabrics.allocation import bit_allocation
+
+    f = fab("all_ocs", world=64, ports=6)
+    alloc = bit_allocation(64, 16, (2, 3, 4, 5))  # low bits spread over racks
+    r = route(f, alloc, configure_ocs(f, alloc, xor_port_permutations(64, CUBE64, 6)))
+    for x in (0, 7, 42):
+        for g in CUBE64:
+            (p,) = r.paths(x, x ^ g)
+            assert p.devices[0] == alloc.accelerators[x] and p.devices[-1] == alloc.accelerators[x ^ g]
+    # rank bit 0 now crosses racks (three OCS), bit 2 stays inside one
+    assert r.paths(0, 1)[0].ocs_passes == 3 and r.paths(0, 4)[0].ocs_passes == 1

@@ -10,6 +10,7 @@ from pipelines.hardware.replay_plan import (ReplayPlan, bandwidths, mismatches, 
                                             plan_from_schedule, single_call_plan)
 from pipelines.hardware.cpu_testbed import schedule_json
 
+
 def simulate(plan: ReplayPlan) -> np.ndarray:
     """Execute a plan with numpy buffers the way the worker does: origins send pattern bytes,
     relays forward exactly what they received; returns the bytes delivered per (origin, final)

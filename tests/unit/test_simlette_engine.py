@@ -102,3 +102,13 @@ def test_runs_are_deterministic():
     net = _net(kind="single_eps", n=8, ports=3)
     sends = [(s, d, 3000 + 7 * s + d) for s in range(8) for d in range(8) if s != d]
     assert _send(net, sends, mode="flit")[0] == _send(net, sends, mode="flit")[0]
+
+
+@pytest.mark.parametrize("mode", ["flit", "optimized"])
+def test_unlimited_fast_path_equals_the_credit_path_with_ample_buffers(mode):
+    net = _net(kind="single_eps", n=8, ports=2)
+    sends = [(s, d, 5000 + 640 * ((s + d) % 3)) for s in range(8) for d in range(8) if s != d]
+    fast, _ = _send(net, sends, mode=mode)
+    credit, eng = _send(net, sends, mode=mode, buffer_bytes=1 << 24)
+    assert sum(eng.stall_s) == 0
+    assert credit == pytest.approx(fast, rel=1e-12)

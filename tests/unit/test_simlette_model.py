@@ -150,3 +150,18 @@ def test_ocs_port_budget_is_checked():
 def test_forced_schedule_is_used():
     res = simulate_collective(_net(schedule="two_shot"), "allreduce", 1024)
     assert res["schedule"] == "two_shot"
+
+
+def test_network_dict_buffer_forms():
+    from fabrics.latency import LatencyBudget
+    from fabrics.simlette.build import params_from_network
+
+    lat = LatencyBudget()
+    assert params_from_network({"buffer": "unlimited"}, lat).buffer_bytes is None
+    assert params_from_network({"buffer_bytes": 16384}, lat).buffer_flits == 25
+    assert params_from_network({"buffer": 4096}, lat).buffer_bytes == 4096
+    with pytest.raises(SpecError, match="config edge"):
+        params_from_network({"buffer": "16KiB"}, lat)
+    # Table 9 split: 350 ns before the first port, 140 ns after the last cable
+    p = params_from_network({}, lat)
+    assert p.source_latency_s == pytest.approx(350e-9) and p.sink_latency_s == pytest.approx(140e-9)

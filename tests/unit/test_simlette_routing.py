@@ -68,3 +68,19 @@ def test_write_responses_use_the_reverse_links_without_delaying_posted_writes():
     off, on = run(False), run(True)
     assert on["completion_s"] == pytest.approx(off["completion_s"], rel=1e-3)
     assert on["events"] > off["events"]
+
+
+def test_spray_pointer_survives_destinations_with_different_path_counts():
+    from fabrics.latency import LatencyBudget
+    from fabrics.simlette.build import params_from_network
+    from fabrics.simlette.engine import Engine, Message
+
+    net = simlette_from_config({"kind": "all_eps", "ports": 2, "link_rate_Bps": 5e10, "accelerators": 64,
+                                "down_ports": 32, "up_ports": 4}, {"mode": "flit"})
+    eng = Engine(net.fabric, params_from_network({"mode": "flit"}, LatencyBudget()))
+    done = []
+    # 3 flits across racks (8 paths) leave the pointer at 3; the next message has only 2 paths
+    eng.inject(Message(0, 40, done.append, 0), 3 * 640, 0.0)
+    eng.inject(Message(0, 1, done.append, 1), 640, 0.0)
+    eng.run()
+    assert len(done) == 2

@@ -120,6 +120,8 @@ def test_random_generator_sets_conform(topo, seed):
     assert ar["coset_factored_parallel"].h == ar["coset_factored"].h
     assert ar["coset_factored_parallel"].v <= ar["coset_factored"].v
     assert ar["rs_ag_parallel"].h == ar["rs_ag"].h and ar["rs_ag_parallel"].v <= ar["rs_ag"].v
+    ag = {n: lookup("allgather", n).closed_form(topo) for n in ("coset_factored", "coset_factored_parallel")}
+    assert ag["coset_factored_parallel"].v <= ag["coset_factored"].v
     # coset layers never beat the diameter, and recursive doubling never uses a fold
     assert ar["coset_factored"].h >= topo.diameter and ar["recursive_doubling"].h == topo.n_bits
 

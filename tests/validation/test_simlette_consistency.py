@@ -117,3 +117,15 @@ def test_flit_and_optimized_modes_agree_within_two_percent(schedule):
         opt = run_eps(schedule, sigma, 8, mode="optimized")
         assert opt["completion_s"] == pytest.approx(flit["completion_s"], rel=0.02)
         assert flit["events"] >= opt["events"]
+
+
+@pytest.mark.parametrize("buffer_bytes", [8 * KIB, 16 * KIB])
+def test_flit_and_optimized_modes_agree_under_credit_stalls(buffer_bytes):
+    res = {}
+    for mode in ("flit", "optimized"):
+        net = simlette_from_config({"kind": "single_eps", "ports": 8, "link_rate_Bps": R, "accelerators": 16},
+                                   {"mode": mode, "schedule": "one_shot", "buffer_bytes": buffer_bytes})
+        res[mode] = simulate_collective(net, "allreduce", 64 * KIB)
+    assert res["optimized"]["completion_s"] == pytest.approx(res["flit"]["completion_s"], rel=0.02)
+    assert res["flit"]["simlette"]["credit_stall_s"]["total"] > 0
+    assert res["optimized"]["simlette"]["credit_stall_s"]["total"] > 0

@@ -1,0 +1,179 @@
+"""The single-GPU checks of issue #8, run by ``benchmarks/gpu_check.sh`` (see docs/hardware.md).
+
+Runs, each as its own pipeline process with a time limit, and collects every figure into ONE
+file, ``<out>/gpu_check.json`` (plus ``gpu_check.md``, the same figures as tables):
+
+1. the host: torch / CUDA versions, GPU name and memory, ``nvidia-smi topo -m``;
+2. topology discovery: ``pipelines.hardware.topology`` (NCCL dump, else nvidia-smi) -> platform YAML;
+3. kernel calibration on CUDA (CUDA events, warm-up, CUDA-graph replay) in bf16 for three
+   deployments stored in bf16, compared with the H200 roofline (``accelerator=h200``; paper 003 D.3
+   found B200 decode kernels at 1.4-5x their roofline, none under ~3 us), and
+   ``pipelines.decode compute=measured`` with each table: measured against roofline per kernel
+   and per decode step;
+4. the replay runner: gloo on the CPU (4 ranks), and NCCL with one GPU per rank when the host
+   has >= 4 GPUs (multi-GPU PCIe servers).
+
+Prints medians/ratios side by side; exit 1 if a step failed (its error is in the file too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# All-bf16 storage (weights, KV, activations) so the roofline counts the bytes the bf16 kernels move
+BF16 = ("+precision.weights_bits=16", "+precision.activations_bits=16", "+precision.kv_bits=16")
+MEGATRON = ("model=megatron_5t", "accelerator=h200", "world=512", "parallel.kvp=4", "parallel.tpa=128",
+            "parallel.ep=16", "parallel.tpe=32", "context=5M", *BF16)
+CALIBRATIONS = {
+    "megatron_5t_b1_5M": (*MEGATRON, "batch=1"),
+    "megatron_5t_b2_5M": (*MEGATRON, "batch=2"),  # bf16 KV: B=4 would not fit 141 GB of H200 HBM at 5M
+    "qwen3_30b_a3b_b16_32K": ("model=qwen3_30b_a3b", "accelerator=h200", "world=8", "parallel.kvp=2",
+                              "parallel.tpa=4", "parallel.ep=8", "parallel.tpe=1", "batch=16", "context=32K", *BF16),
+}
+
+
+def run(cmd: list[str], timeout: float) -> tuple[int, str, float]:
+    env = dict(os.environ, GX_TRACKING="false", HYDRA_FULL_ERROR="0", PYTHONPATH=str(ROOT))
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        return p.returncode, (p.stdout + p.stderr)[-3000:], time.monotonic() - t0
+    except subprocess.TimeoutExpired:
+        return 124, f"timed out after {timeout:.0f} s", time.monotonic() - t0
+    except OSError as exc:  # e.g. nvidia-smi missing
+        return 127, str(exc), time.monotonic() - t0
+
+
+def pipeline(name: str, overrides, out: Path, timeout: float) -> dict:
+    rc, log, wall = run([sys.executable, "-m", f"pipelines.{name}", *overrides, f"hydra.run.dir={out}"], timeout)
+    res = json.loads((out / "results.json").read_text()) if rc == 0 and (out / "results.json").exists() else None
+    return {"rc": rc, "wall_s": wall, "results": res, "log_tail": None if rc == 0 else log}
+
+
+def host() -> dict:
+    import torch
+
+    info = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "gpus": torch.cuda.device_count() if torch.cuda.is_available() else 0}
+    if info["gpus"]:
+        p = torch.cuda.get_device_properties(0)
+        info.update(gpu=p.name, gpu_memory_bytes=int(p.total_memory), sm_count=p.multi_processor_count)
+    rc, log, _ = run(["nvidia-smi", "topo", "-m"], 30)
+    info["nvidia_smi_topo"] = log if rc == 0 else f"unavailable (rc {rc})"
+    return info
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / "gpu_check"))
+    ap.add_argument("--budget-s", type=float, default=280.0, help="stop starting new steps after this")
+    ap.add_argument("--device", default="cuda", help="calibration device (cpu: a dry run of this script)")
+    a = ap.parse_args()
+    out = Path(a.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.monotonic()
+    left = lambda: a.budget_s - (time.monotonic() - t_start)  # noqa: E731
+    report: dict = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "host": host(), "steps": {}}
+    failed = []
+
+    rc, log, wall = run([sys.executable, "-m", "pipelines.hardware.topology", "--name", "gpu_host",
+                         "--out", str(out / "platform_gpu_host.yaml")], 120)
+    report["steps"]["topology"] = {"rc": rc, "wall_s": wall, "log": log.strip()[-500:]}
+
+    for label, overrides in CALIBRATIONS.items():
+        if left() < 30:
+            report["steps"][f"calibrate/{label}"] = {"skipped": "time budget"}
+            continue
+        cal = pipeline("calibrate", (*overrides, f"device={a.device}"), out / "runs" / f"calibrate_{label}", min(150, left()))
+        step = {"calibrate": cal}
+        if cal["rc"] == 0:
+            table = out / "runs" / f"calibrate_{label}" / "calibration.json"
+            dec = pipeline("decode", (*overrides, "compute=measured", f"calibration={table}"),
+                           out / "runs" / f"decode_{label}", min(90, max(10, left())))
+            step["decode_measured"] = dec
+        else:
+            failed.append(f"calibrate/{label}")
+        report["steps"][f"calibrate/{label}"] = step
+
+    sys.path.insert(0, str(ROOT))
+    import numpy as np
+
+    from collectives.alltoallv import workloads
+    from pipelines.hardware.cpu_testbed import schedule_json
+
+    gpus = report["host"]["gpus"]
+    replays = [("gloo_4_ranks", 4, "gloo")]
+    if gpus >= 4:
+        replays.append((f"nccl_{8 if gpus >= 8 else 4}_gpus", 8 if gpus >= 8 else 4, "nccl"))
+    for label, n, backend in replays:
+        if left() < 30:
+            report["steps"][f"replay/{label}"] = {"skipped": "time budget"}
+            continue
+        demand = workloads.moe(n, 512, experts=64, top_k=8, hidden=4096, seed=1).astype(np.int64)
+        sched = out / "runs" / f"schedule_{label}.json"
+        sched.parent.mkdir(parents=True, exist_ok=True)
+        sched.write_text(json.dumps(schedule_json("variopath", n // 4, demand)))
+        r = pipeline("replay", (f"schedule={sched}", f"backend={backend}", "timeout=60s"), out / "runs" / f"replay_{label}",
+                     min(150, left()))
+        report["steps"][f"replay/{label}"] = r
+        if r["rc"] != 0:
+            failed.append(f"replay/{label}")
+
+    report["wall_s"] = time.monotonic() - t_start
+    report["failed"] = failed
+    (out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    md = markdown(report)
+    (out / "gpu_check.md").write_text(md)
+    print(md)
+    return 1 if failed else 0
+
+
+def markdown(r: dict) -> str:
+    h = r["host"]
+    lines = [f"# gpu_check ({r['started']}, {r.get('wall_s', 0):.0f} s)", "",
+             f"host: {h.get('gpu', 'no GPU')} x{h['gpus']}, torch {h['torch']}, CUDA {h['cuda']}", ""]
+    for name, step in r["steps"].items():
+        if not name.startswith("calibrate/") or "calibrate" not in step:
+            continue
+        cal = step["calibrate"]["results"]
+        if not cal:
+            lines += [f"## {name}: failed", "```", str(step["calibrate"].get("log_tail")), "```", ""]
+            continue
+        dec = (step.get("decode_measured") or {}).get("results") or {}
+        lines += [f"## {name} ({cal['device'].get('name')}, {cal['dtype']}, roofline {cal['roofline_accelerator']})", "",
+                  "| kernel | track | measured us | roofline us | measured / roofline | scaled |",
+                  "|---|---|---|---|---|---|"]
+        for k in cal["kernels"]:
+            lines.append(f"| {k['name']} ({k['kernel']}) | {k['track']} | {k['measured_s'] * 1e6:.2f} | "
+                         f"{k['roofline_s'] * 1e6:.3f} | {k['measured_over_roofline']:.2f} | "
+                         f"{'x%.3g' % k['scale_factor'] if k['scaled'] else ''} |")
+        lines += ["", f"compute per step (busiest track): measured {cal['measured_compute_s'] * 1e3:.3f} ms, "
+                      f"roofline {cal['roofline_compute_s'] * 1e3:.3f} ms "
+                      f"(x{cal['measured_over_roofline_step']:.2f})"]
+        if dec:
+            lines.append(f"decode step: measured {dec['decode_step_s'] * 1e3:.3f} ms, roofline "
+                         f"{dec['roofline_decode_step_s'] * 1e3:.3f} ms")
+        lines.append("")
+    for name, step in r["steps"].items():
+        if name.startswith("replay/") and step.get("results"):
+            res = step["results"]
+            lines += [f"## {name}: verified={res['verified']}", "", "| plan | completion ms | algbw GB/s | busbw GB/s |",
+                      "|---|---|---|---|"]
+            lines += [f"| {p['name']} | {p['completion_s'] * 1e3:.3f} | {p['algbw_Bps'] / 1e9:.3f} | "
+                      f"{p['busbw_Bps'] / 1e9:.3f} |" for p in res["plans"]]
+            lines.append("")
+    if r["failed"]:
+        lines.append(f"FAILED: {', '.join(r['failed'])}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

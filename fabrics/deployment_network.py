@@ -1,0 +1,216 @@
+"""A fabric prepared for one deployment: allocation, circuits and schedules from its demand
+(paper 003, Section 3.3, Appendix A.1-A.2, C.7; the network model's ``prepare``, B.4).
+
+``prepare_fabric(fabric, demand, world)`` does what happens before serving starts:
+
+* **EPS** (``single_eps``, ``all_eps``): ranks on accelerators in order (racks hold consecutive
+  ranks, the all-EPS baseline); nothing to configure — dynamic routing sprays over rails and
+  uplinks. Collectives run the native schedules (``fabrics.native``).
+* **hybrid**: workers are placed to balance the level-2 demand (``balanced_hybrid_allocation``
+  over ``traffic_from_demand``), then the level-2 OCS gets rack-to-rack circuits sized to that
+  demand, identical on every rail (``hybrid_for_demand``, C.7). Collectives run the same native
+  schedules as all-EPS ("otherwise relies on the same collective operations as implemented by
+  current inference frameworks", C.7).
+* **OCS** (``single_ocs``, ``all_ocs``): the shared-host planner turns the demand into a plan
+  (``request_from_demand`` → ``plan``, cached by request hash); its generators become circuits on
+  every port (``configure_ocs``); each demand row runs the schedule the plan chose for its axis on
+  the axis's planned topology. The planner assigns rank-label bits to mesh axes (A.1): an axis's
+  groups are the cosets of its bit block, and rank r sits on accelerator r (label = rank).
+
+The result is a value (``DeploymentFabric``) with the routed fabric, its vectorised pricer, the
+plan and the JSON written as ``plan.json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Sequence
+
+import numpy as np
+
+from collectives.errors import SpecError
+from fabrics.allocation import balanced_hybrid_allocation, linear_allocation, rack_demand_bytes
+from fabrics.native import canonical_collective
+from fabrics.network_model import DemandEntry
+from fabrics.phase_pricing import PhasePricer
+from fabrics.physical import OCS, PhysicalFabric
+from fabrics.routing import RoutedFabric, configure_ocs, hybrid_for_demand, route
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AxisSchedule:
+    """How an OCS plan runs one demand row: the axis's label bits, host generators and schedule."""
+
+    key: tuple[str, str, str]  # (region, axis, collective) of the demand row
+    bits: tuple[int, ...]
+    generators: tuple[int, ...]  # host masks
+    schedule: str
+    topology: str
+    multiplicity: int
+
+    def local_generators(self) -> tuple[int, ...]:
+        from fabrics.planner.axis_cost import compress
+
+        return tuple(sorted({compress(g, self.bits) for g in self.generators}))
+
+    def groups(self, world: int) -> np.ndarray:
+        """Cosets of the axis's bit block, one row per group, columns in local label order."""
+        from fabrics.planner.axis_cost import expand
+
+        block = sum(1 << b for b in self.bits)
+        offsets = np.array([expand(x, self.bits) for x in range(1 << len(self.bits))], dtype=np.int64)
+        labels = np.arange(world, dtype=np.int64)
+        bases = labels[(labels & block) == 0]
+        return bases[:, None] | offsets[None, :]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class DeploymentFabric:
+    routed: RoutedFabric
+    pricer: PhasePricer
+    world: int
+    plan: object | None = None  # fabrics.planner.Plan (OCS fabrics)
+    axes: dict = field(default_factory=dict)  # demand key -> AxisSchedule (OCS fabrics)
+    plan_json: dict | None = None  # hybrid and OCS fabrics
+
+    @property
+    def kind(self) -> str:
+        return self.routed.spec.kind
+
+    @property
+    def uses_native_schedules(self) -> bool:
+        return self.routed.spec.level1_kind != OCS
+
+
+def planning_demand(demand: Sequence[DemandEntry]) -> tuple[DemandEntry, ...]:
+    """Demand rows as the planner sees them (alltoallv priced as its uniform all-to-all)."""
+    return tuple(replace(r, collective=canonical_collective(r.collective)) for r in demand)
+
+
+def _active(demand: Sequence[DemandEntry]) -> bool:
+    return any(r.collective != "none" and r.ranks > 1 and r.payload_bytes > 0 and r.calls_per_step > 0
+               for r in demand)
+
+
+def prepare_fabric(fabric: PhysicalFabric, demand: Sequence[DemandEntry], world: int, *,
+                   planner_hop_latency_s: float | None = None, allocation: str = "shared_host",
+                   schedule: str = "auto") -> DeploymentFabric:
+    """``schedule`` other than auto is forced on every axis whose collective it implements; on OCS
+    fabrics the planner then plans the topology for that schedule (MeshRequest.schedules)."""
+    spec = fabric.spec
+    if world > spec.accelerators:
+        raise SpecError(f"world={world} ranks do not fit the {spec.accelerators} accelerators of fabric "
+                        f"{spec.kind}; raise fabric.accelerators or lower world")
+    demand = planning_demand(demand)
+    if spec.level1_kind == OCS:
+        return _prepare_ocs(fabric, demand, world, planner_hop_latency_s, allocation, schedule)
+    if spec.kind == "hybrid":
+        return _prepare_hybrid(fabric, demand, world)
+    routed = route(fabric, linear_allocation(world))
+    return DeploymentFabric(routed=routed, pricer=PhasePricer(routed), world=world)
+
+
+def demand_step_time_s(pricer: PhasePricer, demand, world: int) -> float:
+    """Σ calls·T over the demand rows with the best native schedule each (row-major region meshes,
+    as ``gxnet.parallel`` numbers ranks): the predicted communication time of one step."""
+    from fabrics.native import native_phases, native_schedules
+    from fabrics.planner.demand import _region_meshes, mesh_axis_groups
+
+    total = 0.0
+    for shape, cells in _region_meshes(demand, world):
+        for i, row in enumerate(cells):
+            if row is None or row.collective == "none" or row.ranks < 2 or row.calls_per_step == 0:
+                continue
+            groups = np.asarray(mesh_axis_groups(shape, i), dtype=np.int64)
+            best = min(pricer.schedule_line(native_phases(row.collective, name, row.ranks), groups)
+                       .time_s(row.payload_bytes) for name in native_schedules(row.collective))
+            total += row.calls_per_step * best
+    return total
+
+
+def _hybrid_candidate(fabric: PhysicalFabric, alloc, traffic):
+    rack_demand = rack_demand_bytes(alloc.rack_of_rank(fabric), traffic, fabric.spec.racks)
+    ocs = hybrid_for_demand(fabric, rack_demand)
+    routed = route(fabric, alloc, ocs)
+    return routed, ocs, rack_demand
+
+
+def _prepare_hybrid(fabric: PhysicalFabric, demand, world: int) -> DeploymentFabric:
+    """C.7's placement balances level-2 bytes (``balanced_hybrid_allocation``); bytes alone ignore
+    that a group moved off its rack pays two more switched stages per phase, so the balanced
+    placement is compared with the rack-contiguous one by the model's own predicted step
+    communication time and the faster is kept (ties: the balanced one, as in the paper)."""
+    from fabrics.planner.demand import traffic_from_demand
+
+    traffic = traffic_from_demand(demand, world) if _active(demand) else []
+    candidates = []
+    for alloc in (balanced_hybrid_allocation(fabric, world, traffic), linear_allocation(world)):
+        if any(alloc.accelerators == c[0].accelerators for c in candidates):
+            continue
+        routed, ocs, rack_demand = _hybrid_candidate(fabric, alloc, traffic)
+        pricer = PhasePricer(routed)
+        t = demand_step_time_s(pricer, demand, world) if traffic else 0.0
+        candidates.append((alloc, routed, ocs, rack_demand, pricer, t))
+    alloc, routed, ocs, rack_demand, pricer, _ = min(candidates, key=lambda c: c[5])
+    counts = ocs.rack.counts(fabric.spec.racks)
+    plan_json = {
+        "fabric": "hybrid",
+        "world": world,
+        "allocation": alloc.name,
+        "placements": [{"allocation": c[0].name, "communication_s_per_step": c[5]} for c in candidates],
+        "accelerators": list(alloc.accelerators),
+        "rack_size": fabric.spec.rack_size,
+        "up_ports": fabric.spec.up_ports,
+        "rack_demand_bytes_per_step": rack_demand.tolist(),
+        "rack_circuits": counts.tolist(),
+        "uplink_targets": [list(row) for row in ocs.rack.targets],
+        "circuits": int(counts.sum()) * fabric.spec.ports,
+    }
+    return DeploymentFabric(routed=routed, pricer=pricer, world=world, plan_json=plan_json)
+
+
+def _forced(request, schedule: str):
+    """The request with ``schedule`` on every active axis whose collective it implements."""
+    from collectives.schedules import SCHEDULES
+
+    served = set(SCHEDULES.get(schedule).collectives)
+    meshes = tuple(replace(m, schedules=tuple(schedule if c in served else s for c, s in zip(m.collectives, m.schedules)))
+                   for m in request.meshes)
+    return replace(request, meshes=meshes)
+
+
+def _prepare_ocs(fabric: PhysicalFabric, demand, world: int, hop_latency_s: float | None,
+                 allocation: str, schedule: str = "auto") -> DeploymentFabric:
+    from fabrics.planner import plan as make_plan
+    from fabrics.planner import request_from_demand
+
+    spec = fabric.spec
+    alloc = linear_allocation(world)
+    if not _active(demand):
+        routed = route(fabric, alloc, configure_ocs(fabric, alloc, ()))
+        return DeploymentFabric(routed=routed, pricer=PhasePricer(routed), world=world,
+                                plan_json={"fabric": spec.kind, "world": world, "axes": [], "note": "no collectives"})
+    if allocation != "shared_host":
+        raise SpecError(f"fabric.allocation={allocation!r}: the network model configures circuits from a "
+                        "shared-host plan only; use allocation=shared_host (stacked_link: gx plan)")
+    lam = hop_latency_s if hop_latency_s is not None else spec.latency.path_latency_s(eps_hops=0, ocs_passes=1)
+    request, where = request_from_demand(demand, world=world, ports=spec.ports, link_rate_Bps=spec.link_rate_Bps,
+                                         hop_latency_s=lam, allocation="shared_host")
+    if schedule != "auto":
+        request = _forced(request, schedule)
+    plan = make_plan(request)
+    by_index = {(a.mesh, a.axis): a for a in plan.axes}
+    axes = {}
+    for key, (mesh, axis) in where.items():
+        a = by_index[(mesh, axis)]
+        axes[key] = AxisSchedule(key=key, bits=tuple(a.bits), generators=tuple(a.generators), schedule=a.schedule,
+                                 topology=a.topology, multiplicity=a.multiplicity)
+    routed = route(fabric, alloc, configure_ocs(fabric, alloc, plan.port_permutations()))
+    plan_json = {"fabric": spec.kind, "world": world, "hop_latency_s": lam, **plan.to_json(),
+                 "rows": [{"region": k[0], "axis": k[1], "collective": k[2], "mesh": m, "mesh_axis": i}
+                          for k, (m, i) in where.items()]}
+    return DeploymentFabric(routed=routed, pricer=PhasePricer(routed), world=world, plan=plan, axes=axes,
+                            plan_json=plan_json)
+
+
+__all__ = ["AxisSchedule", "DeploymentFabric", "planning_demand", "prepare_fabric"]

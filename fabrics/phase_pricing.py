@@ -1,0 +1,168 @@
+"""Vectorised phase pricing on a routed fabric (paper 003, Eq. 10 / Appendix C.2, Section 5.4).
+
+``RoutedFabric.phase_cost`` is the reference: a phase costs the latency of its slowest path plus
+the bytes on its most loaded shared capacity over that capacity's bandwidth (accelerator
+injection/ejection over all L sprayed ports; a rack's level-2 up/down capacity L·up·R — the 4:1
+oversubscription of all-EPS; hybrid rack-to-rack circuits; OCS accelerator-to-accelerator
+circuits). It walks transfers one by one in Python; a 512-rank one-shot all-reduce has 261 632 of
+them. ``PhasePricer`` computes the same quantity with numpy over transfer arrays (bincounts per
+capacity), and ``tests/unit/test_fabric_network_pricing.py`` checks equality with ``phase_cost``
+on every fabric kind.
+
+Bytes are linear in σ (every transfer carries fraction·σ), so the bottleneck capacity of a phase
+does not depend on σ: a schedule on a fixed set of groups prices as T(σ) = Σ_k λ_k + σ·Σ_k s_k
+(``ScheduleLine``), computed once and evaluated at any payload — what lets 128 identical layers
+cost one pricing (Section 5.4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from collectives.errors import SpecError
+from fabrics.native import PhaseArrays
+from fabrics.physical import EPS, OCS
+from fabrics.routing import RoutedFabric
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleLine:
+    """T(σ) = latency_s + seconds_per_byte·σ for one schedule on one set of groups."""
+
+    latency_s: float
+    seconds_per_byte: float
+    phases: int
+
+    def time_s(self, sigma_bytes: float) -> float:
+        return self.latency_s + self.seconds_per_byte * sigma_bytes
+
+
+class PhasePricer:
+    """Prices phases given as global-rank arrays on one ``RoutedFabric`` (equal to ``phase_cost``)."""
+
+    def __init__(self, routed: RoutedFabric):
+        self.routed = routed
+        spec = routed.spec
+        self.spec = spec
+        self.acc = np.asarray(routed.allocation.accelerators, dtype=np.int64)
+        self.n_acc = spec.accelerators
+        R, L = spec.link_rate_Bps, spec.ports
+        lat = spec.latency
+        if spec.level1_kind == OCS:
+            self._init_ocs(routed)
+            return
+        self.port_cap = L * R  # injection / ejection, sprayed over all rails
+        self.rack_size = spec.rack_size
+        self.racks = spec.racks
+        self.intra_latency_s = lat.path_latency_s(eps_hops=1, ocs_passes=0, level2_cables=0)
+        if spec.levels == 2 and spec.level2_kind == EPS:
+            self.uplink_cap = L * spec.up_ports * R
+            self.inter_latency_s = lat.path_latency_s(eps_hops=3, ocs_passes=0, level2_cables=2)
+        elif spec.levels == 2:
+            self._init_hybrid(routed)
+
+    # -- set-up -------------------------------------------------------------------------------
+    def _init_hybrid(self, routed: RoutedFabric) -> None:
+        """Per rack pair: latency of its shortest circuit route and the share of its bytes on every
+        rack circuit (``RoutedFabric.crossings``), as a dense (racks², racks²) matrix."""
+        k = self.racks
+        spec, L, R = self.spec, self.spec.ports, self.spec.link_rate_Bps
+        counts = routed.ocs.rack.counts(k)
+        self.circuit_cap = (L * R * counts).reshape(-1).astype(float)
+        self.share = np.zeros((k * k, k * k))
+        self.pair_latency_s = np.full(k * k, np.inf)
+        for r in range(k):
+            for s in range(k):
+                if r == s:
+                    continue
+                routes = routed._rack_route(r, s)
+                if not routes:
+                    continue
+                hops = len(routes[0])
+                self.pair_latency_s[r * k + s] = spec.latency.path_latency_s(
+                    eps_hops=hops + 1, ocs_passes=hops, level2_cables=2 * hops)
+                for route in routes:
+                    rack = r
+                    for _, nxt in route:
+                        self.share[r * k + s, rack * k + nxt] += 1.0 / len(routes)
+                        rack = nxt
+
+    def _init_ocs(self, routed: RoutedFabric) -> None:
+        """Circuits per ordered accelerator pair and the latency of the pair's path (fewest passes)."""
+        n = self.n_acc
+        self.circuits = np.zeros(n * n, dtype=np.int64)
+        self.ocs_latency_s = np.full(n * n, np.inf)
+        for (a, b), paths in routed._ocs_paths.items():
+            if not paths:
+                continue
+            self.circuits[a * n + b] = len(paths)
+            best = min(paths, key=lambda q: q.ocs_passes)
+            self.ocs_latency_s[a * n + b] = routed.path_latency_s(best)
+        self.circuit_cap = self.circuits * self.spec.link_rate_Bps
+
+    # -- pricing ------------------------------------------------------------------------------
+    def phase_cost(self, src_rank: np.ndarray, dst_rank: np.ndarray, nbytes: np.ndarray) -> tuple[float, float]:
+        """(latency of the slowest path, bottleneck seconds) of one phase; ranks are global."""
+        sa, da = self.acc[src_rank], self.acc[dst_rank]
+        keep = sa != da
+        if not keep.all():
+            sa, da, nbytes = sa[keep], da[keep], nbytes[keep]
+        if sa.size == 0:
+            return 0.0, 0.0
+        if self.spec.level1_kind == OCS:
+            pair = sa * self.n_acc + da
+            lat = self.ocs_latency_s[pair]
+            if not np.isfinite(lat).all():
+                bad = int(np.flatnonzero(~np.isfinite(lat))[0])
+                raise SpecError(f"no circuit from accelerator {int(sa[bad])} to {int(da[bad])} on {self.spec.kind}; "
+                                "the schedule uses an edge the OCS plan did not configure")
+            load = np.bincount(pair, weights=nbytes, minlength=self.n_acc * self.n_acc)
+            used = load > 0
+            return float(lat.max()), float((load[used] / self.circuit_cap[used]).max(initial=0.0))
+        worst = max(np.bincount(sa, weights=nbytes).max(), np.bincount(da, weights=nbytes).max()) / self.port_cap
+        rs, rd = sa // self.rack_size, da // self.rack_size
+        inter = rs != rd
+        latency = self.intra_latency_s if (~inter).any() else 0.0
+        if inter.any():
+            b = nbytes[inter]
+            if self.spec.level2_kind == EPS:
+                latency = max(latency, self.inter_latency_s)
+                up = np.bincount(rs[inter], weights=b).max()
+                down = np.bincount(rd[inter], weights=b).max()
+                worst = max(worst, max(up, down) / self.uplink_cap)
+            else:  # hybrid: bytes per rack pair spread over the shortest circuit routes
+                k = self.racks
+                pair = rs[inter] * k + rd[inter]
+                pl = self.pair_latency_s[pair]
+                if not np.isfinite(pl).all():
+                    raise SpecError(f"no level-2 circuit route between racks on {self.spec.kind}; "
+                                    "size the rack circuits to the demand (hybrid_for_demand)")
+                latency = max(latency, float(pl.max()))
+                demand = np.bincount(pair, weights=b, minlength=k * k)
+                load = demand @ self.share
+                used = load > 0
+                if used.any():
+                    worst = max(worst, float((load[used] / self.circuit_cap[used]).max()))
+        return float(latency), float(worst)
+
+    def schedule_line(self, phases: Sequence[PhaseArrays], groups: np.ndarray) -> ScheduleLine:
+        """Price a schedule given in local indices on every group at once (concurrent groups share
+        capacities: rack uplinks, circuits), per byte of σ."""
+        groups = np.asarray(groups, dtype=np.int64)
+        lat_total = per_byte = 0.0
+        for ph in phases:
+            if ph.src.size == 0:
+                continue
+            src = groups[:, ph.src].reshape(-1)
+            dst = groups[:, ph.dst].reshape(-1)
+            nbytes = np.tile(ph.fraction, groups.shape[0])
+            lat, ser = self.phase_cost(src, dst, nbytes)
+            lat_total += lat
+            per_byte += ser
+        return ScheduleLine(latency_s=lat_total, seconds_per_byte=per_byte, phases=len(phases))
+
+
+__all__ = ["PhasePricer", "ScheduleLine"]

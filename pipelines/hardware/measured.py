@@ -1,0 +1,66 @@
+"""``compute=roofline|measured`` for ``pipelines.decode`` (issue #8; paper 003, Appendix D.3).
+
+``evaluate_compute(cfg, evaluate)`` is what ``decode.task`` calls: with ``compute=roofline`` (the
+default) it is ``evaluate(cfg)``; with ``compute=measured calibration=<calibration.json>`` the
+plan's compute entries take the measured durations of the table (``gxnet.calibration``), the
+step is executed with the same network model, and the results gain ``measured_over_roofline``
+per kernel and the roofline step time beside the measured one. Pure (no torch): the table is data.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from collectives.errors import SpecError
+from pipelines.specs import plain
+
+
+def compute_mode(cfg) -> str:
+    node = cfg.get("compute") if hasattr(cfg, "get") else None
+    name = (plain(node) or {}).get("name", "roofline") if node is not None else "roofline"
+    if name not in ("roofline", "measured"):
+        raise SpecError(f"compute={name!r} is unknown; use roofline or measured")
+    return name
+
+
+def load_table(path):
+    from gxnet.calibration import CalibrationTable
+
+    if path in (None, "", "???"):
+        raise SpecError("compute=measured needs calibration=<path to calibration.json> (written by pipelines.calibrate)")
+    p = Path(str(path))
+    if not p.is_file():
+        raise SpecError(f"calibration={str(path)!r} does not exist; run python -m pipelines.calibrate first")
+    try:
+        obj = json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"calibration={str(path)!r} is not JSON ({exc.msg} at line {exc.lineno})") from None
+    return CalibrationTable.from_dict(obj)
+
+
+def evaluate_compute(cfg, evaluate):
+    """-> (deployment, step result, extra results). ``evaluate(cfg, deployment)`` is decode's."""
+    mode = compute_mode(cfg)
+    if mode == "roofline":
+        dep, step = evaluate(cfg)
+        return dep, step, {"compute": "roofline"}
+    from gxnet.calibration import apply_calibration, measured_over_roofline
+    from gxnet.executor import execute
+    from gxnet.plan import build_plan
+    from pipelines.network import build_network
+    from pipelines.specs import deployment_spec
+
+    table = load_table(cfg.get("calibration"))
+    dep = deployment_spec(cfg)
+    roof = build_plan(dep)
+    measured = apply_calibration(roof, table)
+    _, roof_step = evaluate(cfg, dep)  # the roofline step, through the caller's evaluate (its network model)
+    step = execute(measured, build_network(cfg, dep.accelerator, dep.world))
+    return dep, step, {
+        "compute": "measured",
+        "calibration": {"path": str(cfg.get("calibration")), "device": table.device, "dtype": table.dtype,
+                        "scaled_kernels": len(table.scaled)},
+        "roofline_decode_step_s": roof_step.decode_step_s,
+        "measured_over_roofline": measured_over_roofline(roof, measured),
+    }

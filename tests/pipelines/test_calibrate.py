@@ -1,0 +1,101 @@
+"""``python -m pipelines.calibrate`` on CPU -> calibration.json -> ``pipelines.decode compute=measured``.
+
+One small deployment (Megatron 235B on 8 ranks, Helix (1,8,8,1), 1M context): its flash-decode KV
+shard (1.5 GB in fp32) exceeds ``max_kernel_bytes`` and is scaled and extrapolated; the other
+kernels are measured at their exact shapes."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+DEP = ("model=megatron_235b", "world=8", "parallel.kvp=1", "parallel.tpa=8", "parallel.ep=8", "parallel.tpe=1",
+       "context=1M")
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cal") / "run"
+    cmd = [sys.executable, "-m", "pipelines.calibrate", *DEP, "max_kernel_bytes=96MiB", "warmup=1", "repeats=3",
+           f"hydra.run.dir={out}"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return out, json.loads((out / "results.json").read_text()), json.loads((out / "calibration.json").read_text())
+
+
+def test_calibration_table_covers_every_kernel_with_device_and_scaling(calibrated):
+    from gxnet import testing as T
+    from gxnet.plan import build_plan
+
+    out, res, table = calibrated
+    assert table["format"] == "gxnet.calibration/1"
+    assert table["device"]["type"] == "cpu" and table["dtype"] == "float32" and table["model_precision"] == "fp4"
+    assert "FP4" in res["precision_note"]
+    d = T.deployment("megatron_235b", world=8, parallel=(1, 8, 8, 1), batch=1, context=1_000_000)
+    plan = build_plan(d)
+    want = {(s.name, e.name, t) for s in plan.sections for e in s.entries if hasattr(e, "kernel")
+            for t in range(len(plan.tracks))}
+    assert {(k["section"], k["name"], k["track"]) for k in table["kernels"]} == want
+    for k in table["kernels"]:
+        assert k["measured_s"] > 0 and k["roofline_s"] > 0
+        assert k["measured_over_roofline"] == pytest.approx(k["measured_s"] / k["roofline_s"])
+        assert k["scaled"] == (k["alloc_bytes"] > 96 * 2 ** 20)
+    fd = next(k for k in table["kernels"] if k["kernel"] == "flash_decode")
+    assert fd["scaled"] and fd["scaled_symbol"] == "S" and 0 < fd["scale_factor"] < 1
+    p1, p2 = fd["scaled_points"]
+    assert p1["S"] == 2 * p2["S"] and p1["hbm_bytes"] > p2["hbm_bytes"]
+    if fd["extrapolation"].startswith("linear"):  # the line through both points, evaluated at the full bytes
+        slope = (p1["measured_s"] - p2["measured_s"]) / (p1["hbm_bytes"] - p2["hbm_bytes"])
+        assert fd["measured_s"] == pytest.approx(p1["measured_s"] + slope * (fd["hbm_bytes"] - p1["hbm_bytes"]))
+    assert fd["measured_s"] > p1["measured_s"]
+    assert res["scaled_kernels"] == ["L0.flash_decode"]
+    assert res["measured_compute_s"] == pytest.approx(sum(k["measured_s"] * k["repeat"] for k in table["kernels"]
+                                                          if k["track"] == 0))
+
+
+def test_decode_uses_the_table_and_reports_measured_over_roofline(calibrated, pipeline):
+    out, res, table = calibrated
+    proc, dec = pipeline("decode", *DEP, "compute=measured", f"calibration={out / 'calibration.json'}")
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads((dec / "results.json").read_text())
+    assert r["compute"] == "measured" and r["calibration"]["device"].startswith("cpu")
+    ratios = r["measured_over_roofline"]
+    by_name = {f"{k['section']}/{k['name']}/{k['kernel']}": k for k in table["kernels"] if k["track"] == 0}
+    assert set(ratios) == set(by_name)
+    for name, ratio in ratios.items():
+        assert ratio == pytest.approx(by_name[name]["measured_s"] / by_name[name]["roofline_s"])
+    # compute time of the step is exactly the measured kernels x repetitions (one track here)
+    b = r["breakdown_s"]
+    assert b["attention"] + b["ffn"] + b["other"] == pytest.approx(res["measured_compute_s"], rel=1e-9)
+    roof = pipeline("decode", *DEP)
+    assert roof[0].returncode == 0
+    rr = json.loads((roof[1] / "results.json").read_text())
+    assert rr["compute"] == "roofline" and "measured_over_roofline" not in rr
+    assert r["roofline_decode_step_s"] == pytest.approx(rr["decode_step_s"])
+    assert b["communication"] == pytest.approx(rr["breakdown_s"]["communication"])
+
+
+@pytest.mark.parametrize("overrides,match", [
+    (("compute=measured",), "compute=measured needs calibration="),
+    (("compute=measured", "calibration={table}", "batch=2"), "measured for another deployment: batch=1"),
+    (("compute=measured", "calibration=/nonexistent.json"), "does not exist"),
+])
+def test_decode_measured_bad_input(calibrated, pipeline, overrides, match):
+    out, _, _ = calibrated
+    proc, dec = pipeline("decode", *DEP, *(o.format(table=out / "calibration.json") for o in overrides))
+    assert proc.returncode == 2 and match in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (dec / "results.json").exists()
+
+
+def test_calibrate_bad_input(pipeline):
+    for overrides, match in ((("dtype=fp4",), "dtype='fp4' is not supported"),
+                             (("device=tpu",), "device='tpu'"),
+                             (("max_kernel_bytes=1KiB", *DEP), "raise max_kernel_bytes")):
+        proc, out = pipeline("calibrate", *overrides)
+        assert proc.returncode == 2, proc.stderr
+        assert match in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+        assert not (out / "results.json").exists()
