@@ -310,6 +310,8 @@ def fabric_task(cfg):
     groups = fabric_groups(world, cfg.get("group_size"))
     sizes = parse_sizes(cfg.get("size"))
     schedule = str(cfg.get("schedule", "auto"))
+    if schedule == "auto":  # the top-level option wins; fabric.schedule is the fabric group's default
+        schedule = str(fab.get("schedule") or "auto")
     ports = fab.get("ports")
     accel = _Accelerator(_int(ports, "fabric.ports") if ports is not None else 36)
     fcfg = {"fabric": {**fab, "schedule": schedule}, "network": plain(cfg.get("network") or {"name": "analytical"})}

@@ -18,6 +18,7 @@ The catalog depends only on the topology and is cached on disk under its topolog
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -30,6 +31,13 @@ from collectives.alltoallv.channels import ChannelTopology
 from collectives.errors import SpecError
 
 CATALOG_FORMAT = "gxnet.variopath.catalog/1"
+
+
+def algorithm_version() -> str:
+    """Hash of this module's source: part of the cache key, so a catalog cached by an earlier
+    version of the search is never reused (stale caches once gave 24/32-GPU clusters catalogs
+    without the layer-seeded families, and VarioPath then emitted hundreds of tiny activations)."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,11 +131,13 @@ def group_instances(topology: ChannelTopology) -> tuple[list[Instance], int]:
 
 
 def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = None,
-                  max_nodes: int = 400_000, max_families_per_shape: int = 64, port_symmetry: bool = True) -> Catalog:
+                  max_nodes: int = 400_000, max_families_per_shape: int = 64, port_symmetry: bool = True,
+                  max_shapes: int = 4096) -> Catalog:
     """Algorithm 1 (with an explicit DFS budget), cached under ``cache_dir/<topology hash>.json``."""
     thash = topology.topology_hash()
     if cache_dir is not None:
-        path = Path(cache_dir) / f"{thash}-{max_nodes}-{max_families_per_shape}-{int(port_symmetry)}.json"
+        path = Path(cache_dir) / (f"{thash}-{algorithm_version()}-{max_nodes}-{max_families_per_shape}-"
+                                  f"{int(port_symmetry)}-{max_shapes}.json")
         if path.exists():
             try:
                 cat = Catalog.from_json(json.loads(path.read_text()))
@@ -149,6 +159,7 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
         masks.append(mask)
     src = [r.a for r in inst]
     dst = [r.d for r in inst]
+    pair_code = [r.a * G + r.d for r in inst]
     prev_copy = [(t - 1 if inst[t].copy > 0 else -1) for t in range(m)]
     # Symmetry breaking over interchangeable NIC ports: the k-th use (in instance order) of a
     # port class must take port k, so families equal up to relabelling ports are built once.
@@ -177,8 +188,9 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
     in_deg = [0] * G
     chosen: list[int] = []
     selected = [False] * m
-    families: dict[bytes, list[tuple[int, ...]]] = {}
-    shape_of: dict[bytes, np.ndarray] = {}
+    # shapes keyed sparsely (sorted group-pair codes a * G + d of the lanes): a dense G x G key
+    # costs O(G^2) memory per shape and exhausted memory at 128 GPUs
+    families: dict[tuple, list[tuple[int, ...]]] = {}
     counters = {"nodes": 0, "complete_families": 0, "truncated": False, "stop": False}
     total_needed = G * g
 
@@ -192,13 +204,14 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
     forced = [-1]  # coverage phase: the instance pre-selected in this run (never re-decided)
 
     def record() -> None:
-        shape = np.zeros((G, G), dtype=np.int64)
-        for k in chosen:
-            shape[src[k], dst[k]] += 1
-        key = shape.tobytes()
-        bucket = families.setdefault(key, [])
-        shape_of[key] = shape
+        key = tuple(sorted(pair_code[k] for k in chosen))
         counters["complete_families"] += 1
+        bucket = families.get(key)
+        if bucket is None:
+            if len(families) >= max_shapes:  # ours: bounded catalog (online scoring is O(shapes))
+                counters["truncated"] = True
+                return
+            bucket = families[key] = []
         fam = tuple(sorted(chosen))
         if fam in bucket:
             return
@@ -264,6 +277,7 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
         rng = np.random.default_rng(rng_seed)
         for _ in range(attempts):
             fam: list[int] = []
+            infam: set[int] = set()
             used = 0
             out = [0] * G
             for _layer in range(int(rng.integers(1, g + 1))):
@@ -272,7 +286,7 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
                     sigma = np.roll(np.arange(G), int(rng.integers(1, G)))
                 picks, mask = [], used
                 for a in range(G):
-                    opts = [r for r in by_pair.get((a, int(sigma[a])), []) if masks[r] & mask == 0 and r not in fam]
+                    opts = [r for r in by_pair.get((a, int(sigma[a])), []) if masks[r] & mask == 0 and r not in infam]
                     if not opts or out[a] >= g:
                         picks = None
                         break
@@ -282,20 +296,58 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
                 if picks is None:
                     continue
                 fam.extend(picks)
+                infam.update(picks)
                 used = mask
                 for a in range(G):
                     out[a] += 1
             for a in range(G):
-                reps = [r for r in range(m) if src[r] == a and dst[r] == a and masks[r] == 0]
+                reps = free_reps[a]
                 need = g - out[a]
                 if need > len(reps):
                     fam = []
                     break
-                fam.extend(sorted(reps, key=lambda r: inst[r].copy)[:need])
+                fam.extend(reps[:need])
             if len(fam) == total_needed:
                 chosen[:] = fam
                 record()
                 chosen.clear()
+
+    # empty-footprint intra-group replicas of each group, in copy order (fill lanes)
+    free_reps = [sorted((r for r in range(m) if src[r] == a and dst[r] == a and masks[r] == 0),
+                        key=lambda r: inst[r].copy) for a in range(G)]
+
+    def cycle_family(r: int) -> list[int] | None:
+        """Coverage by construction (ours): r, closed into a cycle a -> d -> a (or a -> d -> e -> a)
+        with resource-disjoint instances, every other slot an empty-footprint intra-group replica.
+        O(paths) instead of a DFS per instance; None when no such family exists."""
+        a, d = src[r], dst[r]
+        cycles = [[]] if a == d else [[x] for x in by_pair.get((d, a), [])]
+        if a != d and G > 2:
+            cycles += [[y, z] for e in range(G) if e not in (a, d)
+                       for y in by_pair.get((d, e), []) for z in by_pair.get((e, a), [])][:64]
+        for rest in cycles:
+            fam, used, ok = [r], masks[r], True
+            for x in rest:
+                if masks[x] & used or port_uses[x] and any(k > 0 for _, k in port_uses[x]):
+                    ok = False
+                    break
+                fam.append(x)
+                used |= masks[x]
+            if not ok:
+                continue
+            out = [0] * G
+            for x in fam:
+                out[src[x]] += 1
+            filled = []
+            for b in range(G):
+                need = g - out[b]
+                if need > len(free_reps[b]):
+                    ok = False
+                    break
+                filled.extend(free_reps[b][:need])
+            if ok:
+                return fam + filled
+        return None
 
     covered: set[int] = set()
     budget = [max_nodes]
@@ -328,7 +380,7 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
                 budget[0] = counters["nodes"] + share
                 explore(0, 0)
         if truncated:
-            layer_seeding(rng_seed=1, attempts=max(200, 20 * G * G))
+            layer_seeding(rng_seed=1, attempts=min(max(200, 20 * G * G), 4000))
         # Coverage (ours, only when the budget cut the DFS): make sure every path instance appears
         # in at least one family, so every group pair with demand has a shape that serves it; the
         # rest of each such family is filled widest-footprint first (as many cross lanes as fit).
@@ -337,6 +389,13 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
             for r in range(m):
                 if r in covered or inst[r].copy > 0 or any(k > 0 for _, k in port_uses[r]):
                     continue  # replicas and higher NIC ports are covered up to relabelling
+                fam = cycle_family(r)
+                if fam is not None and len(fam) == total_needed:
+                    chosen[:] = fam
+                    record()
+                    chosen.clear()
+                    if r in covered:
+                        continue
                 forced[0] = r
                 counters["stop"] = False
                 budget[0] = counters["nodes"] + max(20_000, max_nodes // max(1, 4 * m))
@@ -363,7 +422,12 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
                                 and not any(k > 0 for _, k in port_uses[r]))
 
     # PRUNE_FAMILIES: exact duplicates (replicas collapse) and rate-dominated families per shape.
-    keys = sorted(families, key=lambda k: (-int(shape_of[k].trace()), k))
+    def dense(key: tuple) -> np.ndarray:
+        shape = np.zeros(G * G, dtype=np.int16)
+        np.add.at(shape, np.asarray(key, dtype=np.int64), 1)
+        return shape.reshape(G, G)
+
+    keys = sorted(families, key=lambda k: (-sum(1 for c in k if c // G == c % G), k))
     buckets = []
     shapes = []
     n_dup = n_dom = 0
@@ -393,10 +457,10 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
             else:
                 kept.append(fam)
         buckets.append(tuple(kept))
-        shapes.append(shape_of[k])
+        shapes.append(dense(k))
     build_s = time.perf_counter() - t0
     cat = Catalog(topology_hash=thash, n_groups=G, g=g, instances=tuple(inst),
-                  shapes=np.asarray(shapes, dtype=np.int64).reshape(-1, G, G), buckets=tuple(buckets),
+                  shapes=np.asarray(shapes, dtype=np.int16).reshape(-1, G, G), buckets=tuple(buckets),
                   build_s=build_s, complete=not counters["truncated"],
                   stats={"instances": m, "pruned_paths": pruned_paths, "dfs_nodes": counters["nodes"],
                          "uncovered_instances": counters["uncovered"],

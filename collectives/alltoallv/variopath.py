@@ -50,6 +50,7 @@ class VarioPathParams:
     shape_score: str = "paper"  # "paper": Eq. 6; "capped" (ours): Σ_ad min(τ x lane rates, D̂_ad)
     reuse: int = 1  # ours: activations taken from one AA run's bound channels (1 = the paper: re-bind every activation)
     reuse_floor: float = 0.9  # ours: a reused channel must keep this fraction of the AA pick's utility
+    kernel: str = "auto"  # "auto": the compiled loop when a C compiler is there, else numpy; "numpy" | "c"
     coarse_rounds: float = 0.0  # ours: >0 lets an activation last up to 1/coarse_rounds of the remaining lower bound (0 = paper: τ fixed)
     max_quanta: int = 1  # ours: a chosen channel may carry up to this many quanta while its full lanes stay full
 
@@ -60,6 +61,11 @@ class VarioPathParams:
             raise SpecError(f"n_start={self.n_start}, aa_sweeps={self.aa_sweeps} and shape_beam={self.shape_beam} must be at least 1")
         if self.overhead_s < 0:
             raise SpecError(f"overhead_s={self.overhead_s} must be non-negative")
+        if self.kernel not in ("auto", "numpy", "c"):
+            raise SpecError(f"kernel={self.kernel!r}; choose auto, numpy or c")
+        if self.reuse < 1 or not 0 <= self.reuse_floor <= 1 or self.coarse_rounds < 0:
+            raise SpecError(f"reuse={self.reuse} must be >= 1, reuse_floor={self.reuse_floor} in [0, 1], "
+                            f"coarse_rounds={self.coarse_rounds} >= 0 (0 = off)")
         if self.shape_score not in ("paper", "capped"):
             raise SpecError(f"shape_score={self.shape_score!r}; choose paper (Eq. 6) or capped")
         if not (isinstance(self.max_quanta, int) and self.max_quanta >= 1):
@@ -141,6 +147,8 @@ class VarioPathPlanner:
         self._by_key = {k: {p.key: p for p in v} for k, v in topology.paths.items()}
         self._diag = np.arange(N) * (N + 1)
         self.cand_src = self.groups[np.arange(N) // g]  # lane k of every family leaves group k // g
+        self._kernel = None  # (C function, flat catalog arrays), built on the first plan
+        self._pool = None
         self._batches: dict = {}  # explicit keyed cache: beam (shape indices) -> AA batch arrays
         # per shape and group pair: the largest lane-rate sum over its families (capped scoring)
         self.pair_rate = np.zeros((len(catalog.buckets), G * G))
@@ -345,17 +353,106 @@ class VarioPathPlanner:
         demand = check_demand(demand, self.N)
         t0, c0 = time.perf_counter(), time.process_time()
         rem = demand.astype(np.float64)
-        tau = tau0 = quantum_s(demand, self.topology, self.params.k_target_per_rank, self.group_caps)
-        coarse = self.params.coarse_rounds
-        raw = []  # (src, dst, instance, bytes) per activation: what the runtime needs
+        tau0 = quantum_s(demand, self.topology, self.params.k_target_per_rank, self.group_caps)
+        raw = []  # (bytes, src, dst, instances) per activation: what the runtime needs
         guard = 50 * self.N * self.N + 100 * int(np.count_nonzero(demand)) + 1000
+        kernel = self._kernel_fn()
+        if kernel is not None:
+            self._decompose_kernel(kernel, rem, tau0, raw, guard)
+        else:
+            self._decompose_numpy(rem, tau0, raw, guard)
+        planning_s, planning_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+        acts = tuple(Activation(lanes=tuple(
+            Lane(src=int(i), dst=int(k), path=self._path(int(i), int(k), int(t)), bytes=int(v))
+            for i, k, t, v in zip(src, dst, fam, x) if v > 0)) for x, src, dst, fam in raw)
+        emit_s = time.perf_counter() - t0 - planning_s
+        return AlltoallvSchedule(scheduler=self.name, platform=self.topology.name, n_ranks=self.N, demand=demand,
+                                 activations=acts, channels=True,
+                                 meta={"planning_s": planning_s, "planning_cpu_s": planning_cpu_s,
+                                       "emit_s": emit_s, "tau_s": tau0, "kernel": "c" if kernel is not None else "numpy",
+                                       "planning_s_per_activation": planning_s / max(1, len(acts))})
+
+    # -- the compiled loop ---------------------------------------------------------------------
+    def _kernel_fn(self):
+        """The C loop when params.kernel allows it and it applies (g <= 5, permutation enumeration)."""
+        mode = self.params.kernel
+        if mode == "numpy" or self.params.assignment == "lsa" or self.g > 5:
+            if mode == "c":
+                raise SpecError(f"kernel=c needs assignment=auto|enumerate and groups of <= 5 GPUs (g={self.g}); use kernel=auto")
+            return None
+        if self._kernel is None:
+            from collectives.alltoallv.kernel import load_kernel
+
+            fn = load_kernel()
+            if fn is None and mode == "c":
+                raise SpecError("kernel=c but no C compiler is available to build variopath_kernel.c; use kernel=auto or numpy")
+            self._kernel = (fn, self._kernel_arrays()) if fn is not None else (None, None)
+        return self._kernel[0]
+
+    def _kernel_arrays(self) -> dict:
+        """Flat, contiguous copies of the catalog for the C loop (built once per planner)."""
+        p, S = self.params, self.params.n_start
+        sizes = sorted((b["H"] for b in self.bucket_arrays), reverse=True)
+        perms, _ = perm_selector(self.g)
+        cap_out, cap_in = self.group_caps
+        arr = {
+            "groups": self.groups.ravel(), "gof": self.group_index.astype(np.int64),
+            "shapes_flat": self.shapes_flat.T, "pair_rate": self.pair_rate.T,  # (G*G, J): see the C loop
+            "fam_off": np.concatenate([[0], np.cumsum([b["H"] for b in self.bucket_arrays])]).astype(np.int64),
+            "fam_rate": np.concatenate([b["rates"] for b in self.bucket_arrays]),
+            "fam_in": np.concatenate([np.tile(b["in_lanes"].ravel(), (b["H"], 1)) for b in self.bucket_arrays]),
+            "start_src": np.concatenate([b["src0"] for b in self.bucket_arrays]),
+            "start_dst": np.concatenate([b["dst0"] for b in self.bucket_arrays]),
+            "perms": np.ascontiguousarray(perms, dtype=np.int64),
+            "cap_out": np.where(np.isfinite(cap_out), cap_out, 0.0), "cap_in": np.where(np.isfinite(cap_in), cap_in, 0.0),
+            "fam_all": np.concatenate([b["fam"] for b in self.bucket_arrays]),
+        }
+        arr = {k: np.ascontiguousarray(v, dtype=np.float64 if v.dtype.kind == "f" else np.int64) for k, v in arr.items()}
+        arr["max_rows"] = S * sum(sizes[:p.shape_beam])
+        return arr
+
+    def _decompose_kernel(self, fn, rem: np.ndarray, tau0: float, raw: list, guard: int) -> None:
+        p, N, arr = self.params, self.N, self._kernel[1]
+        cap = 256
+        ip = np.array([N, self.G, self.g, len(self.bucket_arrays), len(arr["perms"]), p.n_start, p.aa_sweeps,
+                       p.shape_beam, p.reuse, p.max_quanta, int(p.weighted_utility), int(p.shape_score == "capped"),
+                       cap, arr["max_rows"], int(bool(p.rank_pressure))], dtype=np.int64)
+        dp = np.array([tau0, p.coarse_rounds, self.topology.max_rate_Bps(), p.rank_pressure, p.pair_pressure,
+                       p.overhead_s, p.reuse_floor], dtype=np.float64)
+        out_x = np.empty((cap, N))
+        out_src = np.empty((cap, N), dtype=np.int64)
+        out_dst = np.empty((cap, N), dtype=np.int64)
+        out_fam = np.empty(cap, dtype=np.int64)
+        status = np.zeros(1, dtype=np.int64)
+        ptr = lambda a: a.ctypes.data  # noqa: E731
+        static = [ptr(arr[k]) for k in ("groups", "gof", "shapes_flat", "pair_rate", "fam_off", "fam_rate", "fam_in",
+                                         "start_src", "start_dst", "perms", "cap_out", "cap_in")]
+        fam_all = arr["fam_all"]
+        while True:
+            if len(raw) > guard:
+                raise RuntimeError("VarioPath did not drain the demand; this is a bug")
+            n = fn(ptr(ip), ptr(dp), *static, ptr(rem), ptr(out_x), ptr(out_src), ptr(out_dst), ptr(out_fam), ptr(status))
+            raw.extend((out_x[a].copy(), out_src[a].copy(), out_dst[a].copy(), fam_all[out_fam[a]]) for a in range(n))
+            if status[0] == 1:
+                return
+            if status[0] == 0:  # no candidate: the numpy path's tie-break / forced binding, one activation
+                self._decompose_numpy(rem, tau0, raw, guard, max_activations=1)
+                if not rem.any():
+                    return
+
+    # -- the numpy loop (reference) --------------------------------------------------------------
+    def _decompose_numpy(self, rem: np.ndarray, tau0: float, raw: list, guard: int, max_activations: int | None = None) -> None:
+        tau, coarse = tau0, self.params.coarse_rounds
         left = rem.sum()
         onehot, onehot_t, shapes_flat, diag = self.onehot, self.onehot.T, self.shapes_flat, self._diag
         beam, max_quanta, pair_rate = self.params.shape_beam, self.params.max_quanta, self.pair_rate
         capped = self.params.shape_score == "capped"
         reuse_left, reuse_floor, util0 = 0, self.params.reuse_floor, 0.0
         self._pool = None
+        start = len(raw)
         while left > 0:
+            if max_activations is not None and len(raw) - start >= max_activations:
+                return
             if len(raw) > guard:
                 raise RuntimeError("VarioPath did not drain the demand; this is a bug")
             if reuse_left > 0:
@@ -422,16 +519,6 @@ class VarioPathPlanner:
             raw.append((x, src, dst, fam))
             rem[src, dst] -= x
             left -= x.sum()
-        planning_s, planning_cpu_s = time.perf_counter() - t0, time.process_time() - c0
-        acts = tuple(Activation(lanes=tuple(
-            Lane(src=int(i), dst=int(k), path=self._path(int(i), int(k), int(t)), bytes=int(v))
-            for i, k, t, v in zip(src, dst, fam, x) if v > 0)) for x, src, dst, fam in raw)
-        emit_s = time.perf_counter() - t0 - planning_s
-        return AlltoallvSchedule(scheduler=self.name, platform=self.topology.name, n_ranks=self.N, demand=demand,
-                                 activations=acts, channels=True,
-                                 meta={"planning_s": planning_s, "planning_cpu_s": planning_cpu_s,
-                                       "emit_s": emit_s, "tau_s": tau,
-                                       "planning_s_per_activation": planning_s / max(1, len(acts))})
 
 
 def check_demand(demand, n: int) -> np.ndarray:

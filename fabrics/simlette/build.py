@@ -19,7 +19,7 @@ from fabrics.simlette.params import SimletteParams
 from fabrics.simlette.routing import EpsFabric, OcsFabric
 
 NETWORK_KEYS = ("name", "mode", "buffer", "buffer_bytes", "schedule", "ocs_folds", "ocs_multiplicity",
-                "write_responses", "credit_protocol_s", "spray")
+                "write_responses", "credit_protocol_s", "spray", "phase_sync", "allocation")
 
 
 def params_from_network(network: Mapping[str, Any], latency: LatencyBudget) -> SimletteParams:
@@ -34,7 +34,8 @@ def params_from_network(network: Mapping[str, Any], latency: LatencyBudget) -> S
     kw = dict(mode=str(network.get("mode", "optimized")), buffer_bytes=None if buf is None else int(buf),
               source_latency_s=source, sink_latency_s=sink,
               write_responses=bool(network.get("write_responses", False)),
-              spray=str(network.get("spray", "source")))
+              spray=str(network.get("spray", "source")),
+              phase_sync=str(network.get("phase_sync") or "auto"))
     if network.get("credit_protocol_s") is not None:
         kw["credit_protocol_s"] = float(network["credit_protocol_s"])
     return SimletteParams(**kw)

@@ -35,7 +35,7 @@ from fabrics.simlette.params import SimletteParams
 from fabrics.simlette.routing import OcsFabric, RoutedSimFabric, SimFabric
 from fabrics.simlette.runner import CallRun, Plan, plan_of, plan_of_arrays
 from fabrics.simlette.selection import (EPS_NATIVE, best_on_topology, build_named, complete_topology,
-                                        group_subtopology)
+                                        group_subtopology, native_eps_phases)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +54,9 @@ class _Live:
         self.runs: list[CallRun] = []
 
     def add(self, idx: int, sig: tuple, rel_start_s: float) -> None:
-        name, plan, groups = self.net.resolve(*sig)
-        run = CallRun(self.engine, plan, groups, max(rel_start_s, self.engine.env.now), self._on_done, tag=(idx, name))
+        name, plan, groups, barrier = self.net.resolve(*sig)
+        run = CallRun(self.engine, plan, groups, max(rel_start_s, self.engine.env.now), self._on_done, tag=(idx, name),
+                      barrier=barrier)
         self.runs.append(run)
 
     def _on_done(self, run: CallRun) -> None:
@@ -142,15 +143,18 @@ class SimletteNetwork:
 
     # --- layer 3: schedules -------------------------------------------------------------------
     def resolve(self, region: str, axis: str, collective: str, groups: tuple[tuple[int, ...], ...],
-                payload_bytes: int) -> tuple[str, Plan, tuple]:
+                payload_bytes: int) -> tuple[str, Plan, tuple, bool]:
+        """(schedule name, plan, groups it runs on, group barrier between phases) of a call."""
         key = (region, axis, collective, groups, payload_bytes)
         hit = self._plans.get(key)
         if hit is None:
             if self.planner is not None:
-                hit = self._resolve_deployed(region, axis, collective, groups, payload_bytes)
+                name, plan, run_groups, native = self._resolve_deployed(region, axis, collective, groups, payload_bytes)
             else:
-                hit = self._resolve(collective, groups, payload_bytes)
-            self._plans[key] = hit
+                name, plan, run_groups, native = self._resolve(collective, groups, payload_bytes)
+            sync = self.params.phase_sync
+            barrier = sync == "group" or (sync == "auto" and native)
+            hit = self._plans[key] = (name, plan, run_groups, barrier)
         return hit
 
     def _resolve_deployed(self, region, axis, collective, groups, payload_bytes):
@@ -163,12 +167,12 @@ class SimletteNetwork:
         _, name = self.planner.price(call)
         n = len(groups[0])
         if name == "none":
-            return name, Plan(n_ranks=n, sends=(), incount=()), groups
+            return name, Plan(n_ranks=n, sends=(), incount=()), groups, False
         coll = canonical_collective(collective)
         dep = self.planner.deployment
         if dep.uses_native_schedules:
             skey = ("native", coll, name, n)
-            phases = lambda: native_phases(coll, name, n)  # noqa: E731
+            phases = lambda: native_eps_phases(coll, name, n) or native_phases(coll, name, n)  # noqa: E731
         else:
             ax = dep.axes[(region, axis, coll)]
             gens = ax.local_generators()
@@ -179,7 +183,7 @@ class SimletteNetwork:
         plan = self._plans_by_schedule.get(pkey)
         if plan is None:
             plan = self._plans_by_schedule[pkey] = plan_of_arrays(phases(), n, payload_bytes)
-        return name, plan, groups
+        return name, plan, groups, dep.uses_native_schedules
 
     def _resolve(self, collective, groups, payload_bytes):
         n = len(groups[0])
@@ -191,6 +195,7 @@ class SimletteNetwork:
                     f"{collective} group uses accelerator {max(g)} but the fabric has {self.fabric.n_accelerators}; "
                     "raise fabric.accelerators or lower world"
                 )
+        native = False
         if isinstance(self.fabric, OcsFabric):
             topo, p = group_subtopology(self.fabric.topology, groups[0])
             for g in groups[1:]:
@@ -207,6 +212,7 @@ class SimletteNetwork:
                                                            self.ports * self.rate_Bps, 1)[0]
         else:
             topo = complete_topology(n)
+            native = True  # the native kernels of the complete graph (Section 3.1)
             if self.forced_schedule:
                 name = self.forced_schedule
             elif collective == "allreduce":
@@ -214,6 +220,16 @@ class SimletteNetwork:
                                                        ports=self.ports), collective, n, payload_bytes)[1]
             else:
                 name = EPS_NATIVE.get(collective, "direct")
+        if native:
+            # the native kernels' send orders (Figures 20 and 21, see native_eps_phases)
+            pkey = (("native", collective, name, n), payload_bytes)
+            plan = self._plans_by_schedule.get(pkey)
+            if plan is None:
+                phases = native_eps_phases(collective, name, n)
+                if phases is not None:
+                    plan = self._plans_by_schedule[pkey] = plan_of_arrays(phases, n, payload_bytes)
+            if plan is not None:
+                return name, plan, groups, native
         skey = (name, collective, n, topo.describe(), getattr(topo, "multiplicity", 1))
         schedule = self._schedules.get(skey)
         if schedule is None:
@@ -222,7 +238,7 @@ class SimletteNetwork:
         plan = self._plans_by_schedule.get(pkey)
         if plan is None:
             plan = self._plans_by_schedule[pkey] = plan_of(schedule, payload_bytes)
-        return name, plan, groups
+        return name, plan, groups, native
 
     # --- NetworkModel ---------------------------------------------------------------------------
     def prepare(self, demand: tuple[DemandEntry, ...], world: int) -> None:
@@ -257,6 +273,9 @@ class SimletteNetwork:
         self._ep_stats: tuple[dict, float] | None = None  # (per-link stats, span) once the episode is complete
 
     def register(self, call: CollectiveCall, earliest_start_s: float) -> None:
+        if self.fabric is None:
+            raise RuntimeError(f"Simlette on a deployed fabric needs prepare(demand, world) before register: "
+                               f"the placement and circuits come from the demand (call {call.call_id})")
         if self._demand is not None:
             check_in_demand(call, self._demand)
         if self._regs and self._idle_at is not None and earliest_start_s >= self._idle_at:

@@ -17,6 +17,7 @@ TL_FLIT_BYTES = 64  # UALink transaction-layer flit (Section 5.2)
 DL_FLIT_BYTES = 640  # data-link flit: ten TL flits; switching and credits work at this granularity
 MODES = ("flit", "optimized")
 SPRAY = ("source", "message")
+PHASE_SYNC = ("auto", "rank", "group")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,12 +33,19 @@ class SimletteParams:
     # EPS packet spraying: "source" - one round-robin pointer per source, continuing across messages;
     # "message" - every message deals its flits round-robin starting at the first path
     spray: str = "source"
+    # when a rank starts phase k+1: "rank" - once its own phase-k data has arrived (persistent
+    # kernels, data-driven); "group" - once every rank of its group has (the barrier of the native
+    # one-/two-shot kernels between reduce-scatter and all-gather, TensorRT-LLM ``block_barrier``);
+    # "auto" - group for native schedules on EPS fabrics, rank for library schedules
+    phase_sync: str = "auto"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise SpecError(f"network.mode={self.mode!r} is unknown; choose one of: {', '.join(MODES)}")
         if self.spray not in SPRAY:
             raise SpecError(f"network.spray={self.spray!r} is unknown; choose one of: {', '.join(SPRAY)}")
+        if self.phase_sync not in PHASE_SYNC:
+            raise SpecError(f"network.phase_sync={self.phase_sync!r} is unknown; choose one of: {', '.join(PHASE_SYNC)}")
         if self.buffer_bytes is not None:
             if isinstance(self.buffer_bytes, bool) or not isinstance(self.buffer_bytes, int) or self.buffer_bytes < self.dl_flit_bytes:
                 raise SpecError(

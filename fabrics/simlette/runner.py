@@ -83,7 +83,7 @@ class CallRun:
     """One collective call (all its groups) in flight on an engine."""
 
     def __init__(self, engine: Engine, plan: Plan, groups: tuple[tuple[int, ...], ...], start_s: float, on_done,
-                 tag=None):
+                 tag=None, barrier: bool = False):
         self.engine = engine
         self.plan = plan
         self.groups = groups
@@ -100,6 +100,11 @@ class CallRun:
         self.end_s = start_s
         self.responses = engine.params.write_responses
         self.src_latency = engine.params.source_latency_s
+        # group barrier between phases (native EPS kernels): ranks done with phase k and the
+        # latest arrival among them, per group
+        self.barrier = barrier
+        self.waiting = [[0] * self.h for _ in groups]
+        self.latest = [[0.0] * self.h for _ in groups]
         engine.at(start_s, self._start, priority=0)  # URGENT: call starts precede port events at equal times
 
     def _start(self, ev) -> None:
@@ -130,8 +135,22 @@ class CallRun:
         for dst, nbytes in self.plan.sends[k][r]:
             eng.inject(Message(src, accs[dst], on_arrival, (g, dst, k)), nbytes, ready)
         if self.remaining[g][k][r] == 0:
-            t = self.arrival[g][k][r]
-            eng.at(t if t > now else now, self._enter_ev, (g, r, k + 1))
+            self._phase_done(g, r, k, self.arrival[g][k][r], now)
+
+    def _phase_done(self, g: int, r: int, k: int, t: float, now: float) -> None:
+        """Rank r of group g has sent its phase-k data and received all of its own at t."""
+        if t < now:
+            t = now
+        if not self.barrier:
+            self.engine.at(t, self._enter_ev, (g, r, k + 1))
+            return
+        if t > self.latest[g][k]:
+            self.latest[g][k] = t
+        self.waiting[g][k] += 1
+        if self.waiting[g][k] == self.plan.n_ranks:
+            t = self.latest[g][k]
+            for rr in range(self.plan.n_ranks):
+                self.engine.at(t, self._enter_ev, (g, rr, k + 1))
 
     def _arrived(self, msg: Message) -> None:
         g, r, k = msg.token
@@ -141,9 +160,7 @@ class CallRun:
         rem = self.remaining[g][k]
         rem[r] -= 1
         if rem[r] == 0 and self.phase[g][r] == k:
-            now = self.engine.env._now
-            t = arr[r]
-            self.engine.at(t if t > now else now, self._enter_ev, (g, r, k + 1))
+            self._phase_done(g, r, k, arr[r], self.engine.env._now)
         if self.responses:
             # posted write completion: one TL flit back on the response channel; nobody waits for it
             self.engine.inject(Message(msg.dst, msg.src, _ignore, None, RESPONSE), 1, msg.arrival)

@@ -25,6 +25,34 @@ from collectives.topology import CayleyTopology, block_fold, circulant
 EPS_NATIVE = {"alltoall": "direct", "allgather": "one_shot", "reducescatter": "one_shot"}
 
 
+def native_eps_phases(collective: str, name: str, n: int):
+    """The send order of the native EPS kernels, as ``fabrics.native.PhaseArrays`` (None: use the
+    library schedule's order). Appendix C.4 describes two orders, and we follow both:
+
+    * two-shot all-reduce (Figure 21): "in each phase, all accelerators send to the others in the
+      same order, so they all target the same destination at the same time" - every rank walks
+      its peers 0, 1, ..., n-1 (``fabrics.native.native_phases``, TensorRT-LLM's peer loops);
+    * one-shot all-reduce (Figure 20, "without link contention"), direct all-to-all and one-shot
+      all-gather: rank s sends its i-th transfer to s XOR i, so each step is a permutation and no
+      two sources target one destination at once (the order of the library's schedules on K_n).
+    """
+    import numpy as np
+
+    from fabrics.native import PhaseArrays, canonical_collective, native_phases
+
+    if n < 2 or n & (n - 1):
+        return None
+    coll = canonical_collective(collective)
+    if coll == "allreduce" and name == "two_shot":
+        return native_phases(coll, name, n)
+    if (coll, name) in (("allreduce", "one_shot"), ("alltoall", "direct"), ("allgather", "one_shot")):
+        src = np.repeat(np.arange(n, dtype=np.int64), n - 1)
+        dst = src ^ np.tile(np.arange(1, n, dtype=np.int64), n)
+        frac = 1.0 if coll == "allreduce" else 1.0 / n
+        return (PhaseArrays(src=src, dst=dst, fraction=np.full(src.size, frac)),)
+    return None
+
+
 def complete_topology(n: int):
     """The logical graph an EPS offers a group of n ranks: every pair one switched hop apart."""
     if n >= 2 and n & (n - 1) == 0:

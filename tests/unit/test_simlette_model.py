@@ -55,7 +55,9 @@ def test_concurrent_calls_share_links_and_finish_later_than_alone():
     while len(ends) < 3:
         for c in both.advance():
             ends[c.call_id] = c.end_s
-    assert min(ends[1], ends[2]) > t_alone
+    # ports serve in FIFO order, so the first call may keep its time; nobody gets faster, and the
+    # later one waits for at least half of the other's bytes on the shared ports
+    assert min(ends[1], ends[2]) >= t_alone * (1 - 1e-12)
     assert max(ends[1], ends[2]) > t_alone + 0.5 * 2 * 15 / 16 * 32768 / (4 * 5e10)
 
 

@@ -53,10 +53,15 @@ def test_two_level_eps_runs_a_collective_across_racks():
     assert res["completion_s"] > 1.43e-6
 
 
-def test_unsupported_fabric_is_a_spec_error():
-    with pytest.raises(SpecError, match="hybrid"):
-        simlette_from_config({"kind": "hybrid", "ports": 2, "link_rate_Bps": 5e10, "accelerators": 64},
-                             {"mode": "optimized"})
+def test_deployed_fabrics_need_the_deployment_before_calls():
+    from fabrics.network_model import CollectiveCall
+
+    net = simlette_from_config({"kind": "hybrid", "ports": 2, "link_rate_Bps": 5e10, "accelerators": 64},
+                               {"mode": "optimized"})
+    assert net.fabric is None and net.planner is not None  # circuits come from prepare(demand, world)
+    with pytest.raises(RuntimeError, match="prepare"):
+        net.register(CollectiveCall(call_id=0, region="r", axis="a", collective="allreduce",
+                                    groups=(tuple(range(8)),), payload_bytes=1024), 0.0)
 
 
 def test_write_responses_use_the_reverse_links_without_delaying_posted_writes():

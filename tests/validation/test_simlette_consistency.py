@@ -37,9 +37,9 @@ def run_ocs(topo, schedule, sigma, mode="optimized", buffer_bytes=None, ports=No
     return simulate_collective(net, "allreduce", sigma)
 
 
-def run_eps(schedule, sigma, ports, mode="optimized", n=32, spray="source"):
+def run_eps(schedule, sigma, ports, mode="optimized", n=32, spray="source", phase_sync="auto"):
     net = simlette_from_config({"kind": "single_eps", "ports": ports, "link_rate_Bps": R, "accelerators": n},
-                               {"mode": mode, "schedule": schedule, "spray": spray})
+                               {"mode": mode, "schedule": schedule, "spray": spray, "phase_sync": phase_sync})
     return simulate_collective(net, "allreduce", sigma)
 
 
@@ -95,19 +95,26 @@ def test_eps_one_shot_without_contention_is_close_to_the_analytical_model():
             assert sim == pytest.approx(eps_analytical("one_shot", sigma, ports), rel=0.05)
 
 
-def test_eps_two_shot_synchronized_destinations_are_slower_than_analytical():
-    """Figure 21: every rank sends to destination 0 first, then 1, ...; the egress ports of the
-    switch towards the current destination congest. See docs/simlette.md for the measured ratios."""
+@pytest.mark.parametrize("ports", [8, 24])
+def test_eps_two_shot_synchronized_destinations_are_slower_than_analytical(ports):
+    """Figure 21: in each phase every rank sends to destination 0 first, then 1, ...; the switch
+    egress towards the current destination congests (the native kernels' group barrier keeps the
+    all-gather synchronized too). Paper: 1.5-2x from 16 KiB. See docs/simlette.md for the ratios."""
     ratios = {}
     for sigma in (1 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, 1024 * KIB):
-        ratios[sigma] = run_eps("two_shot", sigma, 8)["completion_s"] / eps_analytical("two_shot", sigma, 8)
-    assert ratios[1 * KIB] < 1.1
+        ratios[sigma] = run_eps("two_shot", sigma, ports)["completion_s"] / eps_analytical("two_shot", sigma, ports)
+    assert ratios[1 * KIB] < 1.1, ratios  # latency-bound: nothing to contend for
     for sigma in (16 * KIB, 64 * KIB, 256 * KIB, 1024 * KIB):
-        assert 1.15 < ratios[sigma] < 2.0, ratios
-    assert ratios[1024 * KIB] > 1.35
-    # per-message spraying (every message starts on rail 0) reaches the paper's 1.5x at 16 KiB
-    r16 = run_eps("two_shot", 16 * KIB, 8, spray="message")["completion_s"] / eps_analytical("two_shot", 16 * KIB, 8)
-    assert 1.4 < r16 < 2.0
+        assert 1.3 < ratios[sigma] < 2.0, ratios
+    assert ratios[1024 * KIB] > 1.6, ratios
+    # per-message spraying (every message starts on rail 0) lands in the paper's 1.5-2x everywhere
+    for sigma in (16 * KIB, 1024 * KIB):
+        r = run_eps("two_shot", sigma, ports, spray="message")["completion_s"] / eps_analytical("two_shot", sigma, ports)
+        assert 1.5 < r < 2.0
+    # without the group barrier the ranks that finish the reduce-scatter early start the all-gather
+    # early, which de-synchronizes it: less contention
+    unsynced = run_eps("two_shot", 1024 * KIB, ports, phase_sync="rank")["completion_s"]
+    assert unsynced / eps_analytical("two_shot", 1024 * KIB, ports) < ratios[1024 * KIB] - 0.2
 
 
 @pytest.mark.parametrize("schedule", ["two_shot", "one_shot"])

@@ -1,0 +1,79 @@
+"""pipelines.network: conf/fabric/*.yaml → physical fabric, network model and power (config edge)."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from collectives.errors import SpecError
+from fabrics.analytical import AnalyticalSingleLevel, FabricAnalytical
+from pipelines.network import accelerator_power_W, build_network, fabric_dict, fabric_power, physical_fabric
+
+CONF = Path(__file__).resolve().parents[2] / "conf" / "fabric"
+
+
+class Rx00:
+    name = "rx00"
+    scaleup_ports = 36
+
+
+def cfg(kind, **over):
+    fab = yaml.safe_load((CONF / f"{kind}.yaml").read_text())
+    fab.update(over)
+    return {"fabric": fab, "network": {"name": "analytical"}}
+
+
+@pytest.mark.parametrize("kind", ["single_eps", "single_ocs", "all_eps", "hybrid", "all_ocs"])
+def test_every_fabric_yaml_builds(kind):
+    c = cfg(kind)
+    d = fabric_dict(c, Rx00())
+    from fabrics.physical import FABRIC_UNIT_KEYS
+
+    assert not any(isinstance(d.get(k), str) for k in FABRIC_UNIT_KEYS), d  # every unit parsed
+    f = physical_fabric(c, Rx00(), 512)
+    assert f.spec.kind == kind and f.spec.ports == 36 and f.spec.link_rate_Bps == pytest.approx(5e10)
+    assert f.spec.accelerators == (512 if kind.startswith("single") else 576)
+    assert isinstance(build_network(c, Rx00(), 512), FabricAnalytical)
+
+
+def test_units_are_parsed_at_the_edge():
+    d = fabric_dict(cfg("all_ocs", ocs_pass_through="20ns", link_rate="800Gb/s"), Rx00())
+    assert d["ocs_pass_through"] == pytest.approx(2e-8) and d["link_rate_Bps"] == pytest.approx(1e11)
+    assert "world" not in d and "schedule" not in d and "allocation" not in d
+
+
+def test_single_level_model_still_available():
+    c = cfg("single_eps")
+    c["network"]["model"] = "single_level"
+    assert isinstance(build_network(c, Rx00(), 512), AnalyticalSingleLevel)
+
+
+def test_power_from_config():
+    p400 = fabric_power(cfg("all_eps"), Rx00(), 512)
+    p16 = fabric_power(cfg("all_eps", link_rate="1.6Tb/s"), Rx00(), 512)
+    o400 = fabric_power(cfg("all_ocs"), Rx00(), 512)
+    o16 = fabric_power(cfg("all_ocs", link_rate="1.6Tb/s"), Rx00(), 512)
+    assert p400["system_power_W"] / o400["system_power_W"] == pytest.approx(1.33, rel=0.01)
+    assert p16["system_power_W"] / o16["system_power_W"] == pytest.approx(1.60, rel=0.01)
+    assert fabric_power({"fabric": {"name": "pcie"}}, Rx00(), 16) is None
+    odd = fabric_power(cfg("all_eps", link_rate="300Gb/s"), Rx00(), 512)
+    assert odd["system_power_W"] is None and "Table 12" in odd["power_note"]
+
+
+def test_accelerator_power():
+    assert accelerator_power_W({}, Rx00()) == 2631.0
+    assert accelerator_power_W({"accelerator_power": 1454}, Rx00()) == 1454.0
+
+    class H100:
+        name = "h100"
+
+    assert accelerator_power_W({}, H100()) is None
+    with pytest.raises(SpecError, match="accelerator_power"):
+        accelerator_power_W({"accelerator_power": -1}, Rx00())
+
+
+def test_unknown_network_is_a_spec_error():
+    c = cfg("all_eps")
+    c["network"] = {"name": "ns3"}
+    with pytest.raises(SpecError, match="ns3"):
+        build_network(c, Rx00(), 512)
