@@ -1,19 +1,27 @@
 """VarioPath planning cost (paper 000, Section 6.4, Table 4) on R5080-BF3 at 8, 16 and 32 GPUs.
 
 Prints, side by side with the paper's C++ numbers: offline catalog size and build time (no disk
-cache), online planning CPU time per activation (process time of Algorithm 2's decomposition, so other
-load on a shared machine does not inflate it), the CPU time per activation spent afterwards on
-emitting Python lane objects for schedule.json ("emit us"), activations, modelled communication time of the
-planned schedule (flow-level evaluator) and planning / communication (O/C) for dense Zipf
-(s = 0.6) demands of 1 GiB per source. Medians over the seeds. Targets (issue #6): 8-GPU catalog
-<= 1 s; O/C <= 5 % at 16 GPUs.
+cache), online planning time per activation -- CPU time (``time.process_time``, so other load
+on a shared machine inflates it less) and wall time of Algorithm 2's decomposition --, the CPU
+time per activation spent afterwards on emitting Python lane objects for schedule.json ("emit"),
+activations, modelled communication time of the planned schedule (flow-level evaluator) and
+planning CPU / communication (O/C) for dense Zipf (s = 0.6) demands of 1 GiB per source.
+Medians over seeds x repeats. Targets (issue #6): 8-GPU catalog <= 1 s; O/C <= 5 % at 16 GPUs.
 
-    .venv/bin/python benchmarks/alltoallv_planning.py [--seeds 3] [--nodes 1,2,4] [--presets variopath_fast,variopath]
+Rows ("before" and "after" in one run): ``v1_default`` is the previous default (K_target = 3N,
+4 starts x 4 sweeps, M* only, the numpy loop); ``variopath`` is today's default preset and
+``variopath@numpy`` the same preset on the numpy reference loop; ``variopath_fast`` and
+``variopath_quality`` the other presets. ``--scale`` adds catalog build time and size for
+R5080-CX8 clusters up to 256 GPUs (paper: 1616 shapes / 2140 families / 5674 s).
+
+    .venv/bin/python benchmarks/alltoallv_planning.py [--seeds 3] [--repeats 3] [--nodes 1,2,4]
+        [--presets v1_default,variopath@numpy,variopath,variopath_fast,variopath_quality] [--scale]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from pathlib import Path
@@ -30,19 +38,38 @@ from pipelines.units import parse_rate
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = {8: (3, 6, 0.8, 3.2, 0.07), 16: (41, 438, 4.95, 20.6, 0.76), 32: (None, None, None, None, None)}
-CATALOG_KEYS = {"max_nodes", "max_families_per_shape", "name"}
+CATALOG_KEYS = {"max_nodes", "max_families_per_shape", "max_shapes", "name"}
+# the default preset before this change (conf/scheduler/variopath.yaml of issue #6), numpy loop
+V1_DEFAULT = dict(k_target_per_rank=3.0, n_start=4, aa_sweeps=4, shape_beam=1, coarse_rounds_per_rank=0.0,
+                  reuse=1, kernel="numpy")
+
+
+def preset(name: str) -> dict:
+    if name == "v1_default":
+        return dict(V1_DEFAULT)
+    base, _, kernel = name.partition("@")
+    p = yaml.safe_load((ROOT / "conf" / "scheduler" / f"{base}.yaml").read_text())
+    p = {k: v for k, v in p.items() if k not in CATALOG_KEYS}
+    if kernel:
+        p["kernel"] = kernel
+    return p
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--presets", default="variopath_fast,variopath,variopath_quality")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--presets", default="v1_default,variopath@numpy,variopath,variopath_fast,variopath_quality")
     ap.add_argument("--nodes", default="1,2,4")
+    ap.add_argument("--scale", action="store_true", help="also catalog build at 64-256 GPUs (R5080-CX8)")
     args = ap.parse_args()
     platform = yaml.safe_load((ROOT / "conf" / "platform" / "r5080_bf3.yaml").read_text())
-    print(f"R5080-BF3; demand: dense Zipf s=0.6, 1 GiB per source, seeds 0..{args.seeds - 1}; medians")
-    head = (f"{'preset':>18} {'GPUs':>4} | {'shapes':>6} {'families':>8} {'build s':>8} {'complete':>8} | {'us/act':>7} "
-            f"{'emit us':>7} {'acts':>5} {'comm ms':>8} {'O/C %':>6} | paper: shapes families build_s us/act O/C%")
+    load = os.getloadavg()[0]
+    print(f"R5080-BF3; demand: dense Zipf s=0.6, 1 GiB per source, seeds 0..{args.seeds - 1} x {args.repeats} "
+          f"repeats; medians; load average {load:.1f} on {os.cpu_count()} CPUs")
+    head = (f"{'preset':>18} {'GPUs':>4} | {'shapes':>6} {'families':>8} {'build s':>8} {'complete':>8} | "
+            f"{'cpu us/act':>10} {'wall us/act':>11} {'emit us':>7} {'acts':>5} {'comm ms':>8} {'O/C %':>6} | "
+            "paper: shapes families build_s us/act O/C%")
     print(head)
     print("-" * len(head))
     for nodes in [int(x) for x in args.nodes.split(",")]:
@@ -53,31 +80,49 @@ def main() -> None:
             cat = build_catalog(topo)
             builds.append(time.perf_counter() - t0)
         for name in args.presets.split(","):
-            report(name, topo, cat, statistics.median(builds), args.seeds)
+            report(name, topo, cat, statistics.median(builds), args.seeds, args.repeats)
+    if args.scale:
+        scale()
 
 
-def report(name, topo, cat, build_s, seeds) -> None:
-    preset = yaml.safe_load((ROOT / "conf" / "scheduler" / f"{name}.yaml").read_text())
-    planner = VarioPathPlanner(topo, cat, VarioPathParams(**{k: v for k, v in preset.items() if k not in CATALOG_KEYS}))
-    per_act, emit, acts, comm, oc = [], [], [], [], []
+def report(name, topo, cat, build_s, seeds, repeats) -> None:
+    planner = VarioPathPlanner(topo, cat, VarioPathParams(**preset(name)))
+    cpu_act, wall_act, emit, acts, comm, oc = [], [], [], [], [], []
     for seed in range(seeds):
         d = zipf(topo.n_ranks, 2**30, 0.6, seed)
-        planner.plan(d)  # warm the numpy paths once per size
-        c0 = time.process_time()
-        s = planner.plan(d)
-        total_cpu = time.process_time() - c0
-        cpu = s.meta["planning_cpu_s"]  # the decomposition (Algorithm 2) only, CPU time
+        planner.plan(d)  # warm: flat arrays, compiled loop, numpy paths
+        for _ in range(repeats):
+            c0 = time.process_time()
+            s = planner.plan(d)
+            total_cpu = time.process_time() - c0
+            cpu = s.meta["planning_cpu_s"]  # the decomposition (Algorithm 2) only
+            n = s.n_activations
+            cpu_act.append(cpu / n)
+            wall_act.append(s.meta["planning_s"] / n)
+            emit.append((total_cpu - cpu) / n)
         ev = evaluate(s, topo.capacity_Bps)
-        per_act.append(cpu / s.n_activations)
-        emit.append((total_cpu - cpu) / s.n_activations)
-        acts.append(s.n_activations)
+        acts.append(n)
         comm.append(ev.completion_s)
-        oc.append(cpu / ev.completion_s)
+        oc.extend(c / ev.completion_s * n for c in cpu_act[-repeats:])
     n = topo.n_ranks
     paper = " ".join("-" if v is None else str(v) for v in PAPER.get(n, (None,) * 5))
+    med = statistics.median
     print(f"{name:>18} {n:>4} | {cat.n_shapes:>6} {cat.n_families:>8} {build_s:>8.3f} {str(cat.complete):>8} | "
-          f"{statistics.median(per_act) * 1e6:>7.1f} {statistics.median(emit) * 1e6:>7.1f} {statistics.median(acts):>5} {statistics.median(comm) * 1e3:>8.2f} "
-          f"{statistics.median(oc) * 100:>6.2f} | {paper}")
+          f"{med(cpu_act) * 1e6:>10.1f} {med(wall_act) * 1e6:>11.1f} {med(emit) * 1e6:>7.1f} {med(acts):>5} "
+          f"{med(comm) * 1e3:>8.2f} {med(oc) * 100:>6.2f} | {paper}", flush=True)
+
+
+def scale() -> None:
+    """Offline catalog at scale (R5080-CX8: 2 GPUs and one ConnectX-8 per switch)."""
+    cx8 = yaml.safe_load((ROOT / "conf" / "platform" / "r5080_cx8.yaml").read_text())
+    print("\nR5080-CX8 catalog at scale (paper Table 4, 256 GPUs: 1616 shapes / 2140 families / 5674 s)")
+    print(f"{'GPUs':>5} {'groups':>6} {'instances':>9} {'shapes':>6} {'families':>8} {'build s':>8} {'complete':>8}")
+    for nodes in (2, 4, 8, 16, 32):
+        topo = channel_topology(build_cluster(cx8, nodes, parse_rate))
+        t0 = time.perf_counter()
+        cat = build_catalog(topo)
+        print(f"{topo.n_ranks:>5} {topo.n_groups:>6} {cat.stats['instances']:>9} {cat.n_shapes:>6} {cat.n_families:>8} "
+              f"{time.perf_counter() - t0:>8.2f} {str(cat.complete):>8}", flush=True)
 
 
 if __name__ == "__main__":

@@ -132,6 +132,8 @@ def task(cfg):
     res = {**results_of(cfg, dep, step), **compute_results}
     extra, plan_json = fabric_results(cfg, dep, step, capture.network)
     res.update(extra)
+    if hasattr(capture.network, "report"):  # Simlette: per-link utilisation and credit stalls
+        res["network_report"] = capture.network.report()
     print(summary(res) + power_line(res))
     artifacts = {"trace.json": chrome_trace(step.events, process_name=f"{dep.model.name} decode step")}
     if plan_json is not None:

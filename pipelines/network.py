@@ -134,6 +134,9 @@ def simlette_network(cfg: Any, accelerator, world: int, topology=None):
     from fabrics.simlette import simlette_from_config
 
     net = dict(plain(cfg["network"]))
+    forced = dict(plain(cfg["fabric"])).get("schedule")  # schedule=<name> lands in cfg.fabric
+    if not net.get("schedule") and forced not in (None, "auto"):
+        net["schedule"] = forced
     buf = net.get("buffer", "unlimited")
     net["buffer_bytes"] = None if buf in (None, "unlimited") else parse_bytes(buf, "network.buffer")
     fab = fabric_dict(cfg, accelerator)

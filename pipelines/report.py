@@ -199,7 +199,12 @@ def markdown(table: list[dict]) -> str:
             "throughput_tok_s", "tokens_per_s_per_MW", "status"]
     cols = [c for c in cols if any(t.get(c) is not None for t in table)]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for t in sorted(table, key=lambda t: (str(t["model"]), str(t["context"]), _num(t["batch"], 0), t["fabric"])):
+    def order(t):
+        f = t["fabric"]
+        return (str(t["model"]), str(t["context"]), _num(t["batch"], 0),
+                FABRIC_ORDER.index(f) if f in FABRIC_ORDER else 99, f)
+
+    for t in sorted(table, key=order):
         cells = []
         for c in cols:
             v = t.get(c)

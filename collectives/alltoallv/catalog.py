@@ -84,17 +84,28 @@ class Catalog:
     def to_json(self) -> dict:
         return {"format": CATALOG_FORMAT, "topology_hash": self.topology_hash, "n_groups": self.n_groups, "g": self.g,
                 "instances": [[r.a, r.d, r.kind, list(r.shared), r.rate_Bps, r.copy] for r in self.instances],
-                "shapes": self.shapes.tolist(), "buckets": [[list(f) for f in b] for b in self.buckets],
+                # sparse: a dense J x G x G list is ~35 M numbers at 256 GPUs
+                "shape_pairs": [[[int(c), int(v)] for c, v in zip(np.flatnonzero(s), s.ravel()[np.flatnonzero(s)])]
+                                for s in self.shapes],
+                "buckets": [[list(f) for f in b] for b in self.buckets],
                 "build_s": self.build_s, "complete": self.complete, "stats": self.stats}
 
     @staticmethod
     def from_json(obj: dict) -> "Catalog":
         if obj.get("format") != CATALOG_FORMAT:
             raise ValueError("not a catalog file of this format")
+        G = obj["n_groups"]
+        if "shape_pairs" in obj:
+            shapes = np.zeros((len(obj["shape_pairs"]), G * G), dtype=np.int16)
+            for j, pairs in enumerate(obj["shape_pairs"]):
+                for c, v in pairs:
+                    shapes[j, c] = v
+        else:  # files written before the sparse form
+            shapes = np.asarray(obj["shapes"], dtype=np.int16)
         return Catalog(topology_hash=obj["topology_hash"], n_groups=obj["n_groups"], g=obj["g"],
                        instances=tuple(Instance(a=a, d=d, kind=k, shared=tuple(s), rate_Bps=r, copy=c)
                                        for a, d, k, s, r, c in obj["instances"]),
-                       shapes=np.asarray(obj["shapes"], dtype=np.int64).reshape(-1, obj["n_groups"], obj["n_groups"]),
+                       shapes=shapes.reshape(-1, G, G),
                        buckets=tuple(tuple(tuple(f) for f in b) for b in obj["buckets"]),
                        build_s=obj["build_s"], complete=obj["complete"], stats=dict(obj.get("stats", {})))
 
@@ -191,6 +202,8 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
     # shapes keyed sparsely (sorted group-pair codes a * G + d of the lanes): a dense G x G key
     # costs O(G^2) memory per shape and exhausted memory at 128 GPUs
     families: dict[tuple, list[tuple[int, ...]]] = {}
+    shape_phase: dict[tuple, int] = {}  # 0 DFS (natural order), 1 DFS (other orders), 2 layer seeding, 3 coverage
+    phase = [0]
     counters = {"nodes": 0, "complete_families": 0, "truncated": False, "stop": False}
     total_needed = G * g
 
@@ -208,14 +221,12 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
         counters["complete_families"] += 1
         bucket = families.get(key)
         if bucket is None:
-            if len(families) >= max_shapes:  # ours: bounded catalog (online scoring is O(shapes))
-                counters["truncated"] = True
-                return
             bucket = families[key] = []
+            shape_phase[key] = phase[0]
         fam = tuple(sorted(chosen))
         if fam in bucket:
             return
-        if len(bucket) < max_families_per_shape:
+        if len(bucket) < max_families_per_shape or (forced[0] >= 0 and not set(fam) <= covered):
             bucket.append(fam)
             covered.update(fam)
         else:
@@ -269,21 +280,50 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
     def layer_seeding(rng_seed: int, attempts: int) -> None:
         """Budget-cut catalogs (ours): random families built as layers of group permutations.
 
-        Each layer adds one lane a -> σ(a) for every group a (σ a random derangement), so out- and
-        in-degrees stay balanced; layers that do not fit the free resources are dropped, and the
-        rest of every group is filled with its intra-group (empty-footprint) replicas. This yields
-        families rich in cross-group lanes that an order-bound DFS reaches only late.
+        Each layer adds one lane a -> σ(a) for every group a, so out- and in-degrees stay
+        balanced; layers that do not fit the free resources are dropped, and the rest of every
+        group is filled with its intra-group (empty-footprint) replicas. This yields families rich
+        in cross-group lanes that an order-bound DFS reaches only late. σ is drawn from three
+        group-level templates that follow the cluster's symmetry: any derangement; a node shift
+        (group i of node n -> a group of node n + k, slots permuted: inter-node NIC layers); and a
+        derangement inside every node (intra-node cross-switch layers).
         """
         rng = np.random.default_rng(rng_seed)
+        n_nodes = len(node_groups)
+
+        def draw_sigma() -> np.ndarray:
+            kind = int(rng.integers(3)) if n_nodes > 1 else 0
+            if kind == 1:  # node shift
+                k = int(rng.integers(1, n_nodes))
+                sigma = np.empty(G, dtype=np.int64)
+                for n, grp in enumerate(node_groups):
+                    tgt = node_groups[(n + k) % n_nodes]
+                    sigma[grp] = np.asarray(tgt)[rng.permutation(len(tgt))]
+                return sigma
+            if kind == 2:  # inside every node
+                sigma = np.arange(G)
+                for grp in node_groups:
+                    if len(grp) > 1:
+                        sigma[grp] = _derange(grp)
+                return sigma
+            sigma = rng.permutation(G)
+            if G > 1 and (sigma == np.arange(G)).any():
+                sigma = np.roll(np.arange(G), int(rng.integers(1, G)))
+            return sigma
+
+        def _derange(grp: list[int]) -> np.ndarray:
+            perm = np.asarray(grp)[rng.permutation(len(grp))]
+            if (perm == np.asarray(grp)).any():
+                perm = np.roll(np.asarray(grp), int(rng.integers(1, len(grp))))
+            return perm
+
         for _ in range(attempts):
             fam: list[int] = []
             infam: set[int] = set()
             used = 0
             out = [0] * G
             for _layer in range(int(rng.integers(1, g + 1))):
-                sigma = rng.permutation(G)
-                if G > 1 and (sigma == np.arange(G)).any():
-                    sigma = np.roll(np.arange(G), int(rng.integers(1, G)))
+                sigma = draw_sigma()
                 picks, mask = [], used
                 for a in range(G):
                     opts = [r for r in by_pair.get((a, int(sigma[a])), []) if masks[r] & mask == 0 and r not in infam]
@@ -312,6 +352,11 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
                 record()
                 chosen.clear()
 
+    # groups of each node (the cluster's node-level symmetry, used by the layer templates)
+    node_of_group = [topology.nodes[grp[0]] if topology.nodes else 0 for grp in topology.groups]
+    node_groups = [[a for a in range(G) if node_of_group[a] == n] for n in sorted(set(node_of_group))]
+    if len({len(x) for x in node_groups}) != 1:
+        node_groups = [list(range(G))]  # heterogeneous nodes: no node-shift template
     # empty-footprint intra-group replicas of each group, in copy order (fill lanes)
     free_reps = [sorted((r for r in range(m) if src[r] == a and dst[r] == a and masks[r] == 0),
                         key=lambda r: inst[r].copy) for a in range(G)]
@@ -374,13 +419,16 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
             for _ in range(3):
                 orders.append([blocks[k] for k in rng.permutation(len(blocks))])
             share = max(1, (max_nodes - counters["nodes"]) // len(orders))
+            phase[0] = 1
             for blks in orders:
                 set_order([r for b in blks for r in b])
                 counters["stop"] = False
                 budget[0] = counters["nodes"] + share
                 explore(0, 0)
         if truncated:
+            phase[0] = 2
             layer_seeding(rng_seed=1, attempts=min(max(200, 20 * G * G), 4000))
+            phase[0] = 3
         # Coverage (ours, only when the budget cut the DFS): make sure every path instance appears
         # in at least one family, so every group pair with demand has a shape that serves it; the
         # rest of each such family is filled widest-footprint first (as many cross lanes as fit).
@@ -389,6 +437,7 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
             for r in range(m):
                 if r in covered or inst[r].copy > 0 or any(k > 0 for _, k in port_uses[r]):
                     continue  # replicas and higher NIC ports are covered up to relabelling
+                forced[0] = r
                 fam = cycle_family(r)
                 if fam is not None and len(fam) == total_needed:
                     chosen[:] = fam
@@ -418,6 +467,27 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
     finally:
         sys.setrecursionlimit(limit)
     counters["truncated"] = truncated
+
+    # Bounded catalog (ours; online scoring is linear in the number of shapes): keep coverage
+    # shapes, then layer-seeded ones, then the DFS's by cross-group lanes (an order-bound DFS finds
+    # intra-group-heavy shapes first); add back any shape needed to keep every instance covered.
+    if len(families) > max_shapes:
+        counters["truncated"] = True
+        must_cover = {r for r in range(m) if inst[r].copy == 0 and not any(k > 0 for _, k in port_uses[r])}
+        rank = sorted(families, key=lambda k: (-shape_phase[k], -sum(1 for c in k if c // G != c % G), k))
+        kept = set(rank[:max_shapes])
+        have: set[int] = set()
+        for k in kept:
+            for fam in families[k]:
+                have.update(fam)
+        for k in rank[max_shapes:]:
+            if any(r not in have and r in must_cover for fam in families[k] for r in fam):
+                kept.add(k)
+                for fam in families[k]:
+                    have.update(fam)
+        families = {k: v for k, v in families.items() if k in kept}
+        counters["dropped_shapes"] = len(rank) - len(kept)
+    covered = {r for fams in families.values() for fam in fams for r in fam}
     counters["uncovered"] = sum(1 for r in range(m) if r not in covered and inst[r].copy == 0
                                 and not any(k > 0 for _, k in port_uses[r]))
 
@@ -463,7 +533,7 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
                   shapes=np.asarray(shapes, dtype=np.int16).reshape(-1, G, G), buckets=tuple(buckets),
                   build_s=build_s, complete=not counters["truncated"],
                   stats={"instances": m, "pruned_paths": pruned_paths, "dfs_nodes": counters["nodes"],
-                         "uncovered_instances": counters["uncovered"],
+                         "uncovered_instances": counters["uncovered"], "dropped_shapes": counters.get("dropped_shapes", 0),
                          "duplicate_families": n_dup, "dominated_families": n_dom, "cache": "miss" if cache_dir else "off"})
     if not buckets:
         raise SpecError(f"topology {topology.name} has no realizable channel shape; check that every group can reach the others")

@@ -49,7 +49,7 @@ def load_kernel():
         lib = ctypes.CDLL(str(out))
         fn = lib.vp_plan
         fn.restype = ctypes.c_int64
-        fn.argtypes = [ctypes.c_void_p] * 20
+        fn.argtypes = [ctypes.c_void_p] * 26
     except (OSError, subprocess.SubprocessError):
         fn = None
     _LOADED[key] = fn

@@ -31,7 +31,7 @@ from collectives.registry import Registry
 
 SCHEDULERS: Registry = Registry("AlltoAllv scheduler")
 
-_CATALOG_KEYS = {"max_nodes", "max_families_per_shape"}
+_CATALOG_KEYS = {"max_nodes", "max_families_per_shape", "max_shapes"}
 
 
 def _check(name: str, params: dict, allowed: set[str]) -> dict:

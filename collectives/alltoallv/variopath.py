@@ -37,21 +37,24 @@ _FORBID = -1e30  # credit of a self-pair (i == j), never chosen while a derangem
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VarioPathParams:
-    k_target_per_rank: float = 3.0  # K_target = k * N rounds (paper: N ... 3N)
-    n_start: int = 4  # N_start
-    aa_sweeps: int = 4  # I_AA
+    # Defaults = conf/scheduler/variopath.yaml (chosen on the frontier in docs/pcie_variopath.md:
+    # >= 98 % of the MILP optimum on small instances and planning <= 5 % of communication at 16 GPUs)
+    k_target_per_rank: float = 8.0  # K_target = k * N rounds (paper: N ... 3N); the tail's granularity
+    n_start: int = 10  # N_start: AA starts per family
+    aa_sweeps: int = 1  # I_AA: sweeps per start
     overhead_s: float = 0.0  # λ, per-activation overhead used in EVALUATE
     seed: int = 0
     assignment: str = "auto"  # "auto" | "lsa" | "enumerate" (see assignment.py)
     rank_pressure: float = 4.0  # ours, 0 = paper: credits weighted by 1 + β (load_i + load_j) / (2 max load) ...
     pair_pressure: float = 4.0  # ... + γ D_ij / max D (ours, 0 = paper)
     weighted_utility: bool = True  # ours (False = paper): Eq. 10 counts pressure-weighted bytes
-    shape_beam: int = 1  # shapes bound per activation: 1 = the paper's M* only; >1 also the next-best (one batch)
+    shape_beam: int = 2  # shapes bound per activation: 1 = the paper's M* only; >1 also the next-best (one batch)
     shape_score: str = "paper"  # "paper": Eq. 6; "capped" (ours): Σ_ad min(τ x lane rates, D̂_ad)
-    reuse: int = 1  # ours: activations taken from one AA run's bound channels (1 = the paper: re-bind every activation)
-    reuse_floor: float = 0.9  # ours: a reused channel must keep this fraction of the AA pick's utility
     kernel: str = "auto"  # "auto": the compiled loop when a C compiler is there, else numpy; "numpy" | "c"
-    coarse_rounds: float = 0.0  # ours: >0 lets an activation last up to 1/coarse_rounds of the remaining lower bound (0 = paper: τ fixed)
+    coarse_rounds_per_rank: float = 1.5  # ours: >0 lets an activation last up to the remaining lower bound / (c N) (0 = paper: τ fixed)
+    reuse: int = 2  # ours: activations taken from one AA run's bound channels (1 = the paper: re-bind every activation)
+    reuse_floor: float = 0.97  # ours: a reused channel must keep this fraction of the AA pick's utility
+    max_aa_rows: int = 256  # ours: (family, start) rows per AA batch; starts shrink for large beams
     max_quanta: int = 1  # ours: a chosen channel may carry up to this many quanta while its full lanes stay full
 
     def __post_init__(self) -> None:
@@ -63,9 +66,11 @@ class VarioPathParams:
             raise SpecError(f"overhead_s={self.overhead_s} must be non-negative")
         if self.kernel not in ("auto", "numpy", "c"):
             raise SpecError(f"kernel={self.kernel!r}; choose auto, numpy or c")
-        if self.reuse < 1 or not 0 <= self.reuse_floor <= 1 or self.coarse_rounds < 0:
+        if self.max_aa_rows < 1:
+            raise SpecError(f"max_aa_rows={self.max_aa_rows} must be at least 1")
+        if self.reuse < 1 or not 0 <= self.reuse_floor <= 1 or self.coarse_rounds_per_rank < 0:
             raise SpecError(f"reuse={self.reuse} must be >= 1, reuse_floor={self.reuse_floor} in [0, 1], "
-                            f"coarse_rounds={self.coarse_rounds} >= 0 (0 = off)")
+                            f"coarse_rounds_per_rank={self.coarse_rounds_per_rank} >= 0 (0 = off)")
         if self.shape_score not in ("paper", "capped"):
             raise SpecError(f"shape_score={self.shape_score!r}; choose paper (Eq. 6) or capped")
         if not (isinstance(self.max_quanta, int) and self.max_quanta >= 1):
@@ -111,7 +116,6 @@ class VarioPathPlanner:
         self.groups = np.array(topology.groups, dtype=np.int64)  # (G, g)
         self.onehot = np.zeros((N, G))
         self.onehot[self.groups.ravel(), np.repeat(np.arange(G), g)] = 1.0
-        self.shapes_flat = catalog.shapes.reshape(len(catalog.buckets), -1).astype(np.float64)
         inst = catalog.instances
         self.bucket_arrays = []
         S = params.n_start
@@ -151,12 +155,24 @@ class VarioPathPlanner:
         self._pool = None
         self._batches: dict = {}  # explicit keyed cache: beam (shape indices) -> AA batch arrays
         # per shape and group pair: the largest lane-rate sum over its families (capped scoring)
-        self.pair_rate = np.zeros((len(catalog.buckets), G * G))
-        for j, b in enumerate(self.bucket_arrays):
+        # Shapes as sparse rows over group pairs (code a * G + d, ascending): a shape has at most
+        # N lanes, so scoring costs O(shapes x N), not O(shapes x G^2) (G = 128 at 256 GPUs).
+        # shape_val = M_ad (Eq. 6); shape_rate = the largest lane-rate sum of the pair over the
+        # bucket's families (capped scoring).
+        ptr, idx, val, prate = [0], [], [], []
+        for b in self.bucket_arrays:
             pair = b["lane_a"] * G + b["lane_d"]
-            per = np.zeros((b["H"], G * G))
-            np.add.at(per, (slice(None), pair), b["rates"])
-            self.pair_rate[j] = per.max(axis=0)
+            codes, inv = np.unique(pair, return_inverse=True)
+            per = np.zeros((b["H"], len(codes)))
+            np.add.at(per, (slice(None), inv), b["rates"])
+            idx.append(codes)
+            val.append(np.bincount(inv, minlength=len(codes)).astype(np.float64))
+            prate.append(per.max(axis=0))
+            ptr.append(ptr[-1] + len(codes))
+        self.shape_ptr = np.array(ptr, dtype=np.int64)
+        self.shape_idx = np.concatenate(idx).astype(np.int64)
+        self.shape_val = np.concatenate(val)
+        self.shape_rate = np.concatenate(prate)
         self.group_index = topology.group_of()
 
     def _path(self, i: int, j: int, t: int):
@@ -225,6 +241,11 @@ class VarioPathPlanner:
                 return x, src, dst, b["fam"][h], float(x.sum()), r
         return None
 
+    def starts_for(self, families: int) -> int:
+        """AA starts per family for a batch of ``families``: N_start, fewer when the batch would
+        exceed max_aa_rows (ours: large buckets bring their own diversity; bounds the AA's cost)."""
+        return max(1, min(self.params.n_start, self.params.max_aa_rows // max(1, families)))
+
     def _batch(self, shapes: tuple[int, ...]) -> dict:
         """The families of ``shapes`` (x N_start starts) as one AA batch; keyed cache per planner.
 
@@ -236,7 +257,8 @@ class VarioPathPlanner:
         if hit is not None:
             return hit
         parts = [self.bucket_arrays[j] for j in shapes]
-        S, G, g = self.params.n_start, self.G, self.g
+        S, G, g = self.starts_for(sum(b["H"] for b in parts)), self.G, self.g
+        full = self.params.n_start
         cat = np.concatenate
         fam = cat([b["fam"] for b in parts])
         rates = cat([b["rates"] for b in parts])
@@ -246,7 +268,9 @@ class VarioPathPlanner:
         batch = {"fam": fam, "r_rows": r_rows, "r_b": r_rows[:, :, None], "in_flat": in_flat,
                  "r_in": np.take_along_axis(r_rows, in_flat, axis=1).reshape(-1, G, g, 1),
                  "in_src_group": (in_flat // g).reshape(-1, G, g), "lane_d": lane_d,
-                 "src0": cat([b["src0"] for b in parts]), "dst0": cat([b["dst0"] for b in parts]),
+                 "src0": cat([b["src0"].reshape(b["H"], full, -1)[:, :S].reshape(-1, self.N) for b in parts]),
+                 "dst0": cat([b["dst0"].reshape(b["H"], full, -1)[:, :S].reshape(-1, self.N) for b in parts]),
+                 "S": S,
                  "rows": np.arange(len(r_rows))[:, None], "max_rate": float(rates.max()),
                  "bucket": shapes[0] if len(shapes) == 1 else -1}
         if len(self._batches) < 4096:  # bounded: a long-lived planner sees few distinct beams
@@ -257,7 +281,7 @@ class VarioPathPlanner:
         """Multi-start AA for every family of the buckets ``shapes`` at once (one numpy batch);
         returns the best (x, src, dst, family, utility) by EVALUATE (Eqs. 9-10) or None."""
         b = self._batch(shapes)
-        G, g, N, S = self.G, self.g, self.N, self.params.n_start
+        G, g, N, S = self.G, self.g, self.N, b["S"]
         r_b, r_in, in_flat, rows = b["r_b"], b["r_in"], b["in_flat"], b["rows"]
         B = len(r_b)
         cand_src, gd = self.cand_src, self.groups
@@ -397,9 +421,10 @@ class VarioPathPlanner:
         cap_out, cap_in = self.group_caps
         arr = {
             "groups": self.groups.ravel(), "gof": self.group_index.astype(np.int64),
-            "shapes_flat": self.shapes_flat.T, "pair_rate": self.pair_rate.T,  # (G*G, J): see the C loop
+            **self._columns(),
             "fam_off": np.concatenate([[0], np.cumsum([b["H"] for b in self.bucket_arrays])]).astype(np.int64),
             "fam_rate": np.concatenate([b["rates"] for b in self.bucket_arrays]),
+            "rates_u": np.unique(np.concatenate([b["rates"].ravel() for b in self.bucket_arrays])),
             "fam_in": np.concatenate([np.tile(b["in_lanes"].ravel(), (b["H"], 1)) for b in self.bucket_arrays]),
             "start_src": np.concatenate([b["src0"] for b in self.bucket_arrays]),
             "start_dst": np.concatenate([b["dst0"] for b in self.bucket_arrays]),
@@ -407,17 +432,36 @@ class VarioPathPlanner:
             "cap_out": np.where(np.isfinite(cap_out), cap_out, 0.0), "cap_in": np.where(np.isfinite(cap_in), cap_in, 0.0),
             "fam_all": np.concatenate([b["fam"] for b in self.bucket_arrays]),
         }
+        arr["fam_rid"] = np.searchsorted(arr["rates_u"], arr["fam_rate"])
+        dense = arr.pop("dense")
         arr = {k: np.ascontiguousarray(v, dtype=np.float64 if v.dtype.kind == "f" else np.int64) for k, v in arr.items()}
-        arr["max_rows"] = S * sum(sizes[:p.shape_beam])
+        arr["dense"] = dense
+        arr["max_rows"] = max(S * sum(sizes[:p.shape_beam]), 1)
         return arr
+
+    def _columns(self) -> dict:
+        """The sparse shapes transposed (by group pair), for the C loop's scoring."""
+        J, GG = len(self.shape_ptr) - 1, self.G * self.G
+        rows = np.repeat(np.arange(J), np.diff(self.shape_ptr))
+        order = np.lexsort((rows, self.shape_idx))
+        counts = np.bincount(self.shape_idx, minlength=GG)
+        out = {"col_ptr": np.concatenate([[0], np.cumsum(counts)]), "col_shape": rows[order],
+               "col_val": self.shape_val[order], "col_rate": self.shape_rate[order],
+               "dense_val": np.zeros(1), "dense_rate": np.zeros(1), "dense": 0}
+        if GG * J <= 4 * len(rows):  # dense rows vectorize (~4 shapes per instruction)
+            dv, dr = np.zeros((GG, J)), np.zeros((GG, J))
+            dv[self.shape_idx, rows], dr[self.shape_idx, rows] = self.shape_val, self.shape_rate
+            out.update(dense_val=dv, dense_rate=dr, dense=1)
+        return out
 
     def _decompose_kernel(self, fn, rem: np.ndarray, tau0: float, raw: list, guard: int) -> None:
         p, N, arr = self.params, self.N, self._kernel[1]
         cap = 256
         ip = np.array([N, self.G, self.g, len(self.bucket_arrays), len(arr["perms"]), p.n_start, p.aa_sweeps,
                        p.shape_beam, p.reuse, p.max_quanta, int(p.weighted_utility), int(p.shape_score == "capped"),
-                       cap, arr["max_rows"], int(bool(p.rank_pressure))], dtype=np.int64)
-        dp = np.array([tau0, p.coarse_rounds, self.topology.max_rate_Bps(), p.rank_pressure, p.pair_pressure,
+                       cap, arr["max_rows"], int(bool(p.rank_pressure)), arr["dense"], p.max_aa_rows,
+                       len(arr["rates_u"])], dtype=np.int64)
+        dp = np.array([tau0, p.coarse_rounds_per_rank * N, self.topology.max_rate_Bps(), p.rank_pressure, p.pair_pressure,
                        p.overhead_s, p.reuse_floor], dtype=np.float64)
         out_x = np.empty((cap, N))
         out_src = np.empty((cap, N), dtype=np.int64)
@@ -425,14 +469,16 @@ class VarioPathPlanner:
         out_fam = np.empty(cap, dtype=np.int64)
         status = np.zeros(1, dtype=np.int64)
         ptr = lambda a: a.ctypes.data  # noqa: E731
-        static = [ptr(arr[k]) for k in ("groups", "gof", "shapes_flat", "pair_rate", "fam_off", "fam_rate", "fam_in",
+        static = [ptr(arr[k]) for k in ("groups", "gof", "col_ptr", "col_shape", "col_val", "col_rate", "dense_val", "dense_rate",
+                                         "fam_off", "fam_rid", "rates_u", "fam_rate", "fam_in",
                                          "start_src", "start_dst", "perms", "cap_out", "cap_in")]
         fam_all = arr["fam_all"]
         while True:
             if len(raw) > guard:
                 raise RuntimeError("VarioPath did not drain the demand; this is a bug")
             n = fn(ptr(ip), ptr(dp), *static, ptr(rem), ptr(out_x), ptr(out_src), ptr(out_dst), ptr(out_fam), ptr(status))
-            raw.extend((out_x[a].copy(), out_src[a].copy(), out_dst[a].copy(), fam_all[out_fam[a]]) for a in range(n))
+            if n:  # one copy per block; the rows are views into it
+                raw.extend(zip(out_x[:n].copy(), out_src[:n].copy(), out_dst[:n].copy(), fam_all[out_fam[:n]]))
             if status[0] == 1:
                 return
             if status[0] == 0:  # no candidate: the numpy path's tie-break / forced binding, one activation
@@ -442,10 +488,11 @@ class VarioPathPlanner:
 
     # -- the numpy loop (reference) --------------------------------------------------------------
     def _decompose_numpy(self, rem: np.ndarray, tau0: float, raw: list, guard: int, max_activations: int | None = None) -> None:
-        tau, coarse = tau0, self.params.coarse_rounds
+        tau, coarse = tau0, self.params.coarse_rounds_per_rank
         left = rem.sum()
-        onehot, onehot_t, shapes_flat, diag = self.onehot, self.onehot.T, self.shapes_flat, self._diag
-        beam, max_quanta, pair_rate = self.params.shape_beam, self.params.max_quanta, self.pair_rate
+        onehot, onehot_t, diag = self.onehot, self.onehot.T, self._diag
+        beam, max_quanta = self.params.shape_beam, self.params.max_quanta
+        s_idx, s_val, s_rate, s_start = self.shape_idx, self.shape_val, self.shape_rate, self.shape_ptr[:-1]
         capped = self.params.shape_score == "capped"
         reuse_left, reuse_floor, util0 = 0, self.params.reuse_floor, 0.0
         self._pool = None
@@ -467,9 +514,9 @@ class VarioPathPlanner:
                     left -= x.sum()
                     continue
             if coarse:
-                # ours: early activations may be longer (a 1/coarse share of the remaining lower
-                # bound) and shrink to τ as the demand drains; fewer activations to plan
-                tau = max(tau0, quantum_s(rem, self.topology, 1.0, self.group_caps) * self.N / coarse)
+                # ours: early activations may be longer (the remaining lower bound over c N rounds)
+                # and shrink to τ as the demand drains; fewer activations to plan
+                tau = max(tau0, quantum_s(rem, self.topology, coarse, self.group_caps))
             q = rem * (1.0 / tau)
             q.flat[diag] = _FORBID
             w = None
@@ -484,9 +531,9 @@ class VarioPathPlanner:
             if capped:
                 # ours: a shape can move at most τ x (its lanes' rate) per group pair in one
                 # activation; Eq. 6 keeps crediting lanes of a pair whose demand is nearly drained
-                scores = np.minimum(pair_rate * tau, dg).sum(axis=1)
+                scores = np.add.reduceat(np.minimum(s_rate * tau, dg[s_idx]), s_start)
             else:
-                scores = shapes_flat @ dg  # Eq. 6
+                scores = np.add.reduceat(s_val * dg[s_idx], s_start)  # Eq. 6
             if beam == 1:
                 top = (int(scores.argmax()),)
             else:

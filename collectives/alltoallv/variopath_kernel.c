@@ -21,10 +21,61 @@ typedef int64_t i64;
 #define FORBID (-1e30)
 
 enum { I_N, I_G, I_g, I_J, I_P, I_S, I_SWEEPS, I_BEAM, I_REUSE, I_MAXQ, I_WEIGHTED, I_CAPPED, I_MAXACTS,
-       I_MAXROWS, I_RANKP_ON };
+       I_MAXROWS, I_RANKP_ON, I_DENSE, I_ROWBUDGET, I_R };
 enum { D_TAU0, D_COARSE, D_MAXRATE, D_RANKP, D_PAIRP, D_OVERHEAD, D_REUSEFLOOR };
 
+/* The maximum-weight assignment of a g x g credit matrix v (rows = lanes, columns = candidate
+ * GPUs) as the index of the best permutation in itertools.permutations order (the numpy path's
+ * enumeration); the first maximum wins, as numpy's argmax. g = 2 and 4 are unrolled. */
+static i64 best_perm4(const double *v) {
+    /* fully unrolled (no data-dependent branches but the running maximum): the 24 sums in
+       itertools.permutations order, each ((v0a + v1b) + v2c) + v3d as the generic loop */
+    const double s01 = v[0] + v[5];
+    const double s02 = v[0] + v[6];
+    const double s03 = v[0] + v[7];
+    const double s10 = v[1] + v[4];
+    const double s12 = v[1] + v[6];
+    const double s13 = v[1] + v[7];
+    const double s20 = v[2] + v[4];
+    const double s21 = v[2] + v[5];
+    const double s23 = v[2] + v[7];
+    const double s30 = v[3] + v[4];
+    const double s31 = v[3] + v[5];
+    const double s32 = v[3] + v[6];
+    double s[24];
+    s[0] = s01 + v[10] + v[15];
+    s[1] = s01 + v[11] + v[14];
+    s[2] = s02 + v[9] + v[15];
+    s[3] = s02 + v[11] + v[13];
+    s[4] = s03 + v[9] + v[14];
+    s[5] = s03 + v[10] + v[13];
+    s[6] = s10 + v[10] + v[15];
+    s[7] = s10 + v[11] + v[14];
+    s[8] = s12 + v[8] + v[15];
+    s[9] = s12 + v[11] + v[12];
+    s[10] = s13 + v[8] + v[14];
+    s[11] = s13 + v[10] + v[12];
+    s[12] = s20 + v[9] + v[15];
+    s[13] = s20 + v[11] + v[13];
+    s[14] = s21 + v[8] + v[15];
+    s[15] = s21 + v[11] + v[12];
+    s[16] = s23 + v[8] + v[13];
+    s[17] = s23 + v[9] + v[12];
+    s[18] = s30 + v[9] + v[14];
+    s[19] = s30 + v[10] + v[13];
+    s[20] = s31 + v[8] + v[14];
+    s[21] = s31 + v[10] + v[12];
+    s[22] = s32 + v[8] + v[13];
+    s[23] = s32 + v[9] + v[12];
+    i64 best = 0;
+    double bs = s[0];
+    for (i64 p = 1; p < 24; p++) if (s[p] > bs) { bs = s[p]; best = p; }
+    return best;
+}
+
 static i64 best_perm(const double *v, const i64 *perms, i64 P, i64 g) {
+    if (g == 4) return best_perm4(v);
+    if (g == 2) return (v[1] + v[2] > v[0] + v[3]) ? 1 : 0;
     i64 best = 0;
     double bs = 0.0;
     for (i64 p = 0; p < P; p++) {
@@ -36,24 +87,48 @@ static i64 best_perm(const double *v, const i64 *perms, i64 P, i64 g) {
     return best;
 }
 
+/* Eq. 6 scores are linear in D̂: subtract an activation's bytes per group pair from the shapes
+ * with lanes on that pair. Bytes are whole numbers and shape entries small integers, so every
+ * product and partial sum is an exact float64 integer (< 2^53): the kept scores equal a fresh
+ * computation bit for bit (and the numpy path's). */
+static void update_scores(double *scores, const i64 *so, const i64 *dso, const double *xo, i64 N, i64 G,
+                          const i64 *gof, const i64 *col_ptr, const i64 *col_shape, const double *col_val,
+                          double *dpair, i64 *touched) {
+    i64 nt = 0;
+    for (i64 k = 0; k < N; k++) {
+        if (xo[k] <= 0) continue;
+        i64 c = gof[so[k]] * G + gof[dso[k]];
+        if (dpair[c] == 0.0) touched[nt++] = c;
+        dpair[c] += xo[k];
+    }
+    for (i64 t = 0; t < nt; t++) {
+        i64 c = touched[t];
+        double dx = dpair[c];
+        for (i64 e = col_ptr[c]; e < col_ptr[c + 1]; e++) scores[col_shape[e]] -= col_val[e] * dx;
+        dpair[c] = 0.0;
+    }
+}
+
 i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
-            const double *shapes_flat, const double *pair_rate, const i64 *fam_off,
+            const i64 *restrict col_ptr, const i64 *restrict col_shape, const double *restrict col_val,
+            const double *restrict col_rate, const double *restrict dense_val, const double *restrict dense_rate,
+            const i64 *fam_off, const i64 *fam_rid, const double *rates_u,
             const double *fam_rate, const i64 *fam_in, const i64 *start_src, const i64 *start_dst,
             const i64 *perms, const double *cap_out, const double *cap_in,
             double *rem, double *out_x, i64 *out_src, i64 *out_dst, i64 *out_fam, i64 *status) {
     const i64 N = ip[I_N], G = ip[I_G], g = ip[I_g], J = ip[I_J], P = ip[I_P], S = ip[I_S];
     const i64 sweeps = ip[I_SWEEPS], beam = ip[I_BEAM], reuse = ip[I_REUSE], maxq = ip[I_MAXQ];
     const i64 weighted = ip[I_WEIGHTED], capped = ip[I_CAPPED], max_acts = ip[I_MAXACTS], max_rows = ip[I_MAXROWS];
-    const i64 rank_on = ip[I_RANKP_ON];
+    const i64 rank_on = ip[I_RANKP_ON], dense = ip[I_DENSE], row_budget = ip[I_ROWBUDGET], R = ip[I_R];
     const double tau0 = dp[D_TAU0], coarse = dp[D_COARSE], max_rate = dp[D_MAXRATE];
     const double rp = dp[D_RANKP], pp = dp[D_PAIRP], lambda = dp[D_OVERHEAD], reuse_floor = dp[D_REUSEFLOOR];
     const i64 NN = N * N, GG = G * G;
 
     double *q = malloc(sizeof(double) * NN), *w = malloc(sizeof(double) * NN);
+    double *cred = malloc(sizeof(double) * NN * R);
     double *ls = malloc(sizeof(double) * N), *lr = malloc(sizeof(double) * N);
     double *dg = malloc(sizeof(double) * GG), *scores = malloc(sizeof(double) * J);
     i64 *top = malloc(sizeof(i64) * (beam + 1));
-    char *picked = calloc(J, 1);
     i64 *rsrc = malloc(sizeof(i64) * max_rows * N), *rdst = malloc(sizeof(i64) * max_rows * N);
     i64 *rfam = malloc(sizeof(i64) * max_rows);
     double *f = malloc(sizeof(double) * max_rows), *fbest = malloc(sizeof(double) * max_rows);
@@ -64,6 +139,9 @@ i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
     double *pcap = malloc(sizeof(double) * max_rows * N), *pw = malloc(sizeof(double) * max_rows * N);
     double *pr = malloc(sizeof(double) * max_rows * N);
     i64 npool = 0, reuse_left = 0;
+    int have_scores = 0;
+    double *dpair = calloc(GG, sizeof(double));
+    i64 *touched = malloc(sizeof(i64) * N);
     double util0 = 0.0;
     double left = 0.0;
     for (i64 k = 0; k < NN; k++) left += rem[k];
@@ -102,6 +180,7 @@ i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
                     xo[k] = x; so[k] = psrc[o]; dso[k] = pdst[o];
                 }
                 for (i64 k = 0; k < N; k++) { rem[so[k] * N + dso[k]] -= xo[k]; moved += xo[k]; }
+                if (have_scores) update_scores(scores, so, dso, xo, N, G, gof, col_ptr, col_shape, col_val, dpair, touched);
                 out_fam[A] = pfam[h];
                 left -= moved;
                 A++;
@@ -144,77 +223,99 @@ i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
                 }
         }
         /* -- shape scores (Eq. 6, or capped) and the beam -- */
-        /* shape-major inputs are transposed (GG x J) so the inner loop runs over shapes and
-           vectorizes; each score still sums its group pairs in order k = 0..GG-1 */
+        /* sparse shapes by group pair (column k lists the shapes with lanes on pair k): O(nnz),
+           and consecutive updates hit different shapes, so they pipeline; every score still sums
+           its pairs in ascending k */
+        if (!capped && have_scores) goto scored;  /* Eq. 6 scores are kept up to date incrementally */
         for (i64 j = 0; j < J; j++) scores[j] = 0.0;
         for (i64 k = 0; k < GG; k++) {
             const double dk = dg[k];
             if (dk == 0.0) continue;
+            if (dense) {  /* few group pairs: the dense (GG x J) rows vectorize over shapes */
+                const double *restrict sk = (capped ? dense_rate : dense_val) + k * J;
+                double *restrict sc = scores;
+                if (capped)
+                    for (i64 j = 0; j < J; j++) { double c = sk[j] * tau; sc[j] += c < dk ? c : dk; }
+                else
+                    for (i64 j = 0; j < J; j++) sc[j] += sk[j] * dk;
+                continue;
+            }
             if (capped) {
-                const double *pk = pair_rate + k * J;
-                for (i64 j = 0; j < J; j++) { double c = pk[j] * tau; scores[j] += c < dk ? c : dk; }
+                for (i64 e = col_ptr[k]; e < col_ptr[k + 1]; e++) {
+                    double c = col_rate[e] * tau;
+                    scores[col_shape[e]] += c < dk ? c : dk;
+                }
             } else {
-                const double *sk = shapes_flat + k * J;
-                for (i64 j = 0; j < J; j++) scores[j] += sk[j] * dk;
+                for (i64 e = col_ptr[k]; e < col_ptr[k + 1]; e++) scores[col_shape[e]] += col_val[e] * dk;
             }
         }
+        have_scores = !capped;
+    scored:;
         i64 ntop = 0;
         {
-            i64 want = beam < J ? beam : J;
-            for (i64 t = 0; t < want; t++) {
-                i64 bj = -1;
-                for (i64 j = 0; j < J; j++) if (!picked[j] && (bj < 0 || scores[j] > scores[bj])) bj = j;
-                picked[bj] = 1;
-                top[t] = bj;
+            /* the beam: the `want` best scores, ties by lower index (numpy's stable argsort of
+               -scores), in one pass with insertion into the short sorted list */
+            i64 want = beam < J ? beam : J, cnt = 0;
+            for (i64 j = 0; j < J; j++) {
+                const double sj = scores[j];
+                if (cnt == want && !(sj > scores[top[cnt - 1]])) continue;
+                i64 pos = cnt < want ? cnt : want - 1;
+                while (pos > 0 && sj > scores[top[pos - 1]]) { top[pos] = top[pos - 1]; pos--; }
+                top[pos] = j;
+                if (cnt < want) cnt++;
             }
-            for (i64 t = 0; t < want; t++) picked[top[t]] = 0;
             i64 first = top[0];
             for (i64 t = 0; t < want; t++) if (scores[top[t]] > 0) top[ntop++] = top[t];
             if (ntop == 0) { top[0] = first; ntop = 1; }
         }
         if (!(scores[top[0]] > 0)) { *status = 0; break; }
+        /* -- credits h = min(q, bw) (x pressure weight), one N x N matrix per distinct lane rate,
+              so the AA's inner loops are plain loads (same values as computing them inline) -- */
+        for (i64 ri = 0; ri < R; ri++) {
+            const double r = rates_u[ri];
+            double *cr = cred + ri * NN;
+            for (i64 o = 0; o < NN; o++) {
+                double x = q[o] < r ? q[o] : r;
+                if (use_w) x *= w[o];
+                cr[o] = x;
+            }
+        }
         /* -- rows: (family of the beam, start) -- */
-        i64 B = 0;
+        i64 B = 0, nfam = 0;
+        for (i64 t = 0; t < ntop; t++) nfam += fam_off[top[t] + 1] - fam_off[top[t]];
+        i64 Se = row_budget / (nfam > 0 ? nfam : 1);  /* starts per family (VarioPathPlanner.starts_for) */
+        if (Se > S) Se = S;
+        if (Se < 1) Se = 1;
         for (i64 t = 0; t < ntop; t++)
             for (i64 fi = fam_off[top[t]]; fi < fam_off[top[t] + 1]; fi++)
-                for (i64 s = 0; s < S; s++) {
+                for (i64 s = 0; s < Se; s++) {
                     memcpy(rsrc + B * N, start_src + (fi * S + s) * N, sizeof(i64) * N);
                     memcpy(rdst + B * N, start_dst + (fi * S + s) * N, sizeof(i64) * N);
                     rfam[B] = fi;
                     B++;
                 }
         /* -- multi-start Alternating Algorithm (Eqs. 7-8) -- */
-        const int single = S == 1;
+        const int single = Se == 1;
         int have_best = 0;
         for (i64 sweep = 0; sweep < sweeps; sweep++) {
             for (i64 b = 0; b < B; b++) {
-                const double *rt = fam_rate + rfam[b] * N;
+                const i64 *rid = fam_rid + rfam[b] * N;
                 const i64 *in = fam_in + rfam[b] * N;
                 i64 *sb = rsrc + b * N, *db = rdst + b * N;
                 for (i64 a = 0; a < G; a++) {  /* fix destinations, assign sources per group */
                     for (i64 l = 0; l < g; l++) {
                         i64 k = a * g + l, j = db[k];
-                        double r = rt[k];
-                        for (i64 c = 0; c < g; c++) {
-                            i64 i = groups[a * g + c];
-                            double x = q[i * N + j] < r ? q[i * N + j] : r;
-                            if (use_w) x *= w[i * N + j];
-                            v[l * g + c] = x;
-                        }
+                        const double *cr = cred + rid[k] * NN + j;
+                        for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[a * g + c] * N];
                     }
                     const i64 *pm = perms + best_perm(v, perms, P, g) * g;
                     for (i64 l = 0; l < g; l++) sb[a * g + l] = groups[a * g + pm[l]];
                 }
                 for (i64 d = 0; d < G; d++) {  /* fix sources, assign destinations per group */
                     for (i64 l = 0; l < g; l++) {
-                        i64 kk = in[d * g + l], i = sb[kk];
-                        double r = rt[kk];
-                        for (i64 c = 0; c < g; c++) {
-                            i64 j = groups[d * g + c];
-                            double x = q[i * N + j] < r ? q[i * N + j] : r;
-                            if (use_w) x *= w[i * N + j];
-                            v[l * g + c] = x;
-                        }
+                        i64 kk = in[d * g + l];
+                        const double *cr = cred + rid[kk] * NN + sb[kk] * N;
+                        for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[d * g + c]];
                     }
                     const i64 *pm = perms + best_perm(v, perms, P, g) * g;
                     for (i64 l = 0; l < g; l++) db[in[d * g + l]] = groups[d * g + pm[l]];
@@ -222,14 +323,9 @@ i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
             }
             if (single && sweep + 1 < sweeps) continue;
             for (i64 b = 0; b < B; b++) {
-                const double *rt = fam_rate + rfam[b] * N;
+                const i64 *rid = fam_rid + rfam[b] * N;
                 double s = 0.0;
-                for (i64 k = 0; k < N; k++) {
-                    i64 o = rsrc[b * N + k] * N + rdst[b * N + k];
-                    double x = q[o] < rt[k] ? q[o] : rt[k];
-                    if (use_w) x *= w[o];
-                    s += x;
-                }
+                for (i64 k = 0; k < N; k++) s += cred[rid[k] * NN + rsrc[b * N + k] * N + rdst[b * N + k]];
                 f[b] = s;  /* F_B (Eq. 8); a self-pair makes it hugely negative */
             }
             if (single) break;
@@ -301,12 +397,13 @@ i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
                 }
         }
         for (i64 k = 0; k < N; k++) { rem[so[k] * N + dso[k]] -= xo[k]; moved += xo[k]; }
+        if (have_scores) update_scores(scores, so, dso, xo, N, G, gof, col_ptr, col_shape, col_val, dpair, touched);
         out_fam[A] = pfam[h];
         left -= moved;
         A++;
     }
-    free(q); free(w); free(ls); free(lr); free(dg); free(scores); free(top); free(picked);
+    free(q); free(w); free(cred); free(ls); free(lr); free(dg); free(scores); free(top);
     free(rsrc); free(rdst); free(rfam); free(f); free(fbest); free(v);
-    free(psrc); free(pdst); free(pfam); free(pcap); free(pw); free(pr);
+    free(psrc); free(pdst); free(pfam); free(pcap); free(pw); free(pr); free(dpair); free(touched);
     return A;
 }

@@ -4,7 +4,9 @@ Layers (C.1): ``routing`` (physical topology as simulator links + routing/sprayi
 worker allocation (group rank i on accelerator group[i]), ``selection`` + ``runner`` (collective
 schedules and their per-rank phase dependencies), ``engine`` (ports, credits, flits, deferred
 latency accounting). ``model.SimletteNetwork`` is the ``NetworkModel``; build it with
-``build.simlette_from_config``.
+``build.simlette_from_config``. Every scale-up fabric: routing comes from ``fabrics.routing``, and
+hybrid / OCS deployments (placement, circuits, schedules) from the fabric-aware analytical model's
+``prepare``, so both models time the same deployment.
 """
 
 from fabrics.simlette.build import params_from_network, simlette_from_config, simulate_collective

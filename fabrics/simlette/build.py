@@ -19,7 +19,7 @@ from fabrics.simlette.params import SimletteParams
 from fabrics.simlette.routing import EpsFabric, OcsFabric
 
 NETWORK_KEYS = ("name", "mode", "buffer", "buffer_bytes", "schedule", "ocs_folds", "ocs_multiplicity",
-                "write_responses", "credit_protocol_s", "spray", "phase_sync", "allocation")
+                "write_responses", "credit_protocol_s", "spray", "phase_sync")
 
 
 def params_from_network(network: Mapping[str, Any], latency: LatencyBudget) -> SimletteParams:
@@ -51,15 +51,15 @@ def simlette_from_config(fabric_numbers: Mapping[str, Any], network: Mapping[str
       ``switch_core_s``, ``ocs_pass_through_s``, ``cable_s``, ``level2_cable_s``.
     network: ``mode`` (flit | optimized), ``buffer_bytes`` (int or None = unlimited), ``schedule``
       (force one), ``ocs_folds`` (list of masks, single_ocs), ``ocs_multiplicity`` (int),
-      ``write_responses`` (bool).
+      ``write_responses`` (bool), ``spray`` (source | message), ``phase_sync`` (auto | rank | group).
     topology: the Cayley topology fixed circuits of ``single_ocs`` realise (or ``ocs_folds`` /
       ``ocs_multiplicity``: hypercube plus those folds, multiplicity as given or as many as the ports
       allow). Without any of them, ``single_ocs`` - like ``all_ocs`` - gets its circuits from the
       shared-host plan of the deployment demand in ``prepare`` (as ``network=analytical``);
       ``hybrid`` gets its placement and rack circuits there too (``fabric.allocation`` /
-      ``fabric.hop_latency_s`` as for the analytical model).
-      on EPS, an optional logical overlay that groups of its size run their schedule on (the
-      switch still routes every transfer in one hop, sprayed over all rails).
+      ``fabric.hop_latency_s`` as for the analytical model). On single_eps / all_eps, ``topology``
+      is an optional logical overlay that groups of its size run their schedule on (the switch
+      still routes every transfer in one hop, sprayed over all rails).
     """
     fab = dict(fabric_numbers)
     kind = fab.get("kind") or fab.get("name")
@@ -92,7 +92,7 @@ def simlette_from_config(fabric_numbers: Mapping[str, Any], network: Mapping[str
         planner_lam = fab.get("hop_latency_s") if FABRIC_KINDS[kind][1] == "ocs" else None
         planner = FabricAnalytical(phys, schedule=schedule or "auto",
                                    planner_hop_latency_s=None if planner_lam is None else float(planner_lam),
-                                   allocation=str(fab.get("allocation") or network.get("allocation") or "shared_host"))
+                                   allocation=str(fab.get("allocation") or "shared_host"))
         return SimletteNetwork(None, params, ports=ports, rate_Bps=rate, schedule=schedule, planner=planner,
                                n_accelerators=int(n))
     if kind == "single_ocs":

@@ -172,8 +172,13 @@ class RoutedSimFabric(SimFabric):
         return hit
 
     def n_paths(self, src: int, dst: int) -> int:
+        # hot: called once per injected message (the engine asks path() only after this)
         if self.kind == "eps":
-            n = len(self._rack_middles(self._rack[src], self._rack[dst]))
+            key = (self._rack[src], self._rack[dst])
+            m = self._middles.get(key)
+            if m is None:
+                m = self._rack_middles(*key)
+            n = len(m)
         else:
             n = len(self._ocs_paths(src, dst))
         if n == 0:
@@ -191,8 +196,14 @@ class RoutedSimFabric(SimFabric):
 
     def path(self, src: int, dst: int, choice: int) -> tuple[int, ...]:
         if self.kind == "eps":
-            j, middle = self._rack_middles(self._rack[src], self._rack[dst])[choice]
-            return (self.up[src][j],) + middle + (self.down[j][dst],)
+            key = (self._rack[src], self._rack[dst])
+            m = self._middles.get(key)
+            if m is None:
+                m = self._rack_middles(*key)
+            j, middle = m[choice]
+            if middle:
+                return (self.up[src][j],) + middle + (self.down[j][dst],)
+            return (self.up[src][j], self.down[j][dst])
         return self._ocs_paths(src, dst)[choice]
 
     def spray_key(self, src: int, dst: int):

@@ -41,7 +41,7 @@ def test_variants_stay_valid(params):
 
 
 def test_sparse_demand_single_pair_is_served():
-    p = planner("r5080_bf3", 2)
+    p = planner("r5080_bf3", 2, k_target_per_rank=3.0, coarse_rounds=0)  # the paper's fixed τ
     d = np.zeros((16, 16), dtype=np.int64)
     d[3, 12] = 12345
     s = p.plan(d)
@@ -53,9 +53,20 @@ def test_sparse_demand_single_pair_is_served():
 
 def test_finer_quantum_gives_more_activations():
     d = zipf(8, 32 * 2**20, 0.6, 0)
-    coarse = planner(k_target_per_rank=1.0).plan(d)
-    fine = planner(k_target_per_rank=3.0).plan(d)
+    coarse = planner(k_target_per_rank=1.0, coarse_rounds=0).plan(d)
+    fine = planner(k_target_per_rank=3.0, coarse_rounds=0).plan(d)
     assert fine.n_activations > coarse.n_activations
+
+
+def test_coarse_rounds_plan_fewer_activations_that_stay_valid():
+    p_fixed = planner("r5080_bf3", 2, coarse_rounds=0)
+    p_coarse = planner("r5080_bf3", 2, coarse_rounds=8)
+    d = zipf(16, 64 * 2**20, 0.6, 2)
+    fixed, coarse = p_fixed.plan(d), p_coarse.plan(d)
+    assert check_schedule(coarse, p_coarse.topology).valid
+    assert coarse.n_activations < fixed.n_activations
+    # the early activations are longer than τ: some lane carries more than τ x its rate
+    assert max(l.bytes / l.path.rate_Bps for l in coarse.activations[0].lanes) > 2 * coarse.meta["tau_s"]
 
 
 def test_quantum_from_k_target():

@@ -135,6 +135,7 @@ def test_report_has_utilisation_and_credit_stalls():
     ({"mode": "fast"}, "network.mode"),
     ({"buffer_bytes": 100}, "network.buffer"),
     ({"spray": "random"}, "network.spray"),
+    ({"phase_sync": "layer"}, "network.phase_sync"),
 ])
 def test_bad_parameters_raise_one_line_spec_errors(kw, match):
     with pytest.raises(SpecError, match=match):
@@ -167,3 +168,26 @@ def test_network_dict_buffer_forms():
     # Table 9 split: 350 ns before the first port, 140 ns after the last cable
     p = params_from_network({}, lat)
     assert p.source_latency_s == pytest.approx(350e-9) and p.sink_latency_s == pytest.approx(140e-9)
+
+
+def test_group_barrier_aligns_the_phase_starts_of_a_group():
+    """phase_sync=group: no rank starts the all-gather before the slowest rank's reduce-scatter is
+    in; phase_sync=rank lets early ranks go (never slower than the barrier)."""
+    from fabrics.simlette import runner
+
+    starts = {}
+    orig = runner.CallRun._enter
+
+    def spy(self, g, r, k):
+        if k == 1:
+            starts.setdefault(self.barrier, []).append(self.engine.env.now)
+        return orig(self, g, r, k)
+
+    runner.CallRun._enter = spy
+    try:
+        t = {sync: simulate_collective(_net(schedule="two_shot", phase_sync=sync), "allreduce", 1 << 20)["completion_s"]
+             for sync in ("rank", "group")}
+    finally:
+        runner.CallRun._enter = orig
+    assert len(set(starts[True])) == 1 and len(set(starts[False])) > 1
+    assert t["rank"] <= t["group"]
