@@ -136,12 +136,16 @@ def balanced_hybrid_allocation(fabric: PhysicalFabric, world: int, traffic: Sequ
     n, b = _log2(world, "world"), _log2(spec.rack_size, "rack size")
     racks = world // spec.rack_size
     best: tuple | None = None
+    worst_of: dict[bytes, float] = {}  # many bit sets give the same rack demand: size circuits once
     for bits in combinations(range(n), b):
         alloc = bit_allocation(world, spec.rack_size, bits)
         rack_of = alloc.rack_of_rank(fabric)
         demand = rack_demand_bytes(rack_of, traffic, fabric.spec.racks)
-        counts = rack_circuit_counts(demand, spec.up_ports)
-        worst = float(rack_circuit_load(demand, counts).max(initial=0.0))
+        memo = demand.tobytes()
+        worst = worst_of.get(memo)
+        if worst is None:
+            counts = rack_circuit_counts(demand, spec.up_ports)
+            worst = worst_of[memo] = float(rack_circuit_load(demand, counts).max(initial=0.0))
         key = (worst, float(demand.sum()), bits)
         if best is None or key < best[0]:
             best = (key, alloc)

@@ -45,6 +45,7 @@ class PhasePricer:
 
     def __init__(self, routed: RoutedFabric):
         self.routed = routed
+        self._lines: dict[tuple, tuple] = {}
         spec = routed.spec
         self.spec = spec
         self.acc = np.asarray(routed.allocation.accelerators, dtype=np.int64)
@@ -95,12 +96,15 @@ class PhasePricer:
         n = self.n_acc
         self.circuits = np.zeros(n * n, dtype=np.int64)
         self.ocs_latency_s = np.full(n * n, np.inf)
-        for (a, b), paths in routed._ocs_paths.items():
-            if not paths:
-                continue
-            self.circuits[a * n + b] = len(paths)
-            best = min(paths, key=lambda q: q.ocs_passes)
-            self.ocs_latency_s[a * n + b] = routed.path_latency_s(best)
+        table = routed._circuits
+        if table:
+            pairs = np.fromiter((a * n + b for a, b in table), dtype=np.int64, count=len(table))
+            self.circuits[pairs] = np.fromiter((c for c, _ in table.values()), dtype=np.int64, count=len(table))
+            latency = self.spec.latency.path_latency_s
+            by_hops = {h: latency(eps_hops=h[0], ocs_passes=h[1], level2_cables=h[2])
+                       for h in {h for _, h in table.values()}}
+            self.ocs_latency_s[pairs] = np.fromiter((by_hops[h] for _, h in table.values()), dtype=float,
+                                                    count=len(table))
         self.circuit_cap = self.circuits * self.spec.link_rate_Bps
 
     # -- pricing ------------------------------------------------------------------------------
@@ -150,8 +154,18 @@ class PhasePricer:
 
     def schedule_line(self, phases: Sequence[PhaseArrays], groups: np.ndarray) -> ScheduleLine:
         """Price a schedule given in local indices on every group at once (concurrent groups share
-        capacities: rack uplinks, circuits), per byte of σ."""
+        capacities: rack uplinks, circuits), per byte of σ. Memoised per (phases, groups) on this
+        pricer: the hybrid placement prices the deployment's calls before the model asks again."""
         groups = np.asarray(groups, dtype=np.int64)
+        key = (id(phases), groups.shape, groups.tobytes())
+        hit = self._lines.get(key)
+        if hit is not None and hit[0] is phases:
+            return hit[1]
+        line = self._schedule_line(phases, groups)
+        self._lines[key] = (phases, line)  # holding ``phases`` keeps its id from being reused
+        return line
+
+    def _schedule_line(self, phases: Sequence[PhaseArrays], groups: np.ndarray) -> ScheduleLine:
         lat_total = per_byte = 0.0
         for ph in phases:
             if ph.src.size == 0:

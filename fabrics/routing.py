@@ -130,40 +130,48 @@ def rack_circuit_counts(demand: np.ndarray, up_ports: int) -> np.ndarray:
 
 
 def _water_fill(demand: np.ndarray, up_ports: int, *, reserve_ring: bool) -> np.ndarray:
+    """One circuit at a time to the free pair with the highest priority (demand: bytes per circuit
+    after adding it, D'Hondt; fill: fewest circuits), ties in circulant order. A pair that loses its
+    free uplink never regains it, so each phase is a heap with lazy deletion (one live entry per
+    pair) instead of a scan of all pairs per circuit."""
+    import heapq
+
     racks = demand.shape[0]
-    counts = np.zeros((racks, racks), dtype=np.int64)
-    out_free = np.full(racks, up_ports, dtype=np.int64)
-    in_free = np.full(racks, up_ports, dtype=np.int64)
-    off_diag = ~np.eye(racks, dtype=bool)
-    r_idx, s_idx = np.indices((racks, racks))
-    order = ((s_idx - r_idx) % racks) * racks + r_idx  # circulant tie-break
+    counts = [[0] * racks for _ in range(racks)]
+    out_free = [up_ports] * racks
+    in_free = [up_ports] * racks
     if reserve_ring and racks > 1:
         for r in range(racks):
-            counts[r, (r + 1) % racks] += 1
-        out_free -= 1
-        in_free -= 1
+            counts[r][(r + 1) % racks] += 1
+        out_free = [f - 1 for f in out_free]
+        in_free = [f - 1 for f in in_free]
+    d = demand.tolist()
 
-    def pick(prio: np.ndarray, ok: np.ndarray) -> tuple[int, int]:
-        best = prio[ok].max()
-        cand = ok & (prio == best)
-        flat = int(np.argmin(np.where(cand, order, np.iinfo(np.int64).max)))
-        return divmod(flat, racks)
+    def order(r: int, s: int) -> int:
+        return ((s - r) % racks) * racks + r  # circulant tie-break
 
     for phase in ("demand", "fill"):
-        while True:
-            ok = off_diag & (out_free[:, None] > 0) & (in_free[None, :] > 0)
-            if phase == "demand":
-                ok &= demand > 0
-                prio = demand / (counts + 1)  # Jefferson/D'Hondt: circuits in proportion to bytes
-            else:
-                prio = -counts.astype(float)
-            if not ok.any():
-                break
-            r, s = pick(prio, ok)
-            counts[r, s] += 1
+        heap = []
+        for r in range(racks):
+            for s in range(racks):
+                if r != s and (phase == "fill" or d[r][s] > 0):
+                    heap.append(_fill_key(phase, d[r][s], counts[r][s], order(r, s), r, s))
+        heapq.heapify(heap)
+        while heap:
+            *_, r, s = heapq.heappop(heap)
+            if out_free[r] <= 0 or in_free[s] <= 0:
+                continue  # permanently full: drop
+            counts[r][s] += 1
             out_free[r] -= 1
             in_free[s] -= 1
-    return counts
+            heapq.heappush(heap, _fill_key(phase, d[r][s], counts[r][s], order(r, s), r, s))
+    return np.asarray(counts, dtype=np.int64)
+
+
+def _fill_key(phase: str, demand: float, count: int, order: int, r: int, s: int) -> tuple:
+    # demand phase: largest demand / (circuits + 1) first (Jefferson/D'Hondt); fill: fewest circuits
+    prio = demand / (count + 1) if phase == "demand" else -float(count)
+    return (-prio, order, r, s)
 
 
 def _strongly_connected(counts: np.ndarray) -> bool:
@@ -183,15 +191,20 @@ def _strongly_connected(counts: np.ndarray) -> bool:
 
 def rack_circuit_load(demand: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Bytes per circuit on every rack pair when each demand is split evenly over its shortest
-    circuit routes (as ``RoutedFabric`` routes hybrid traffic); inf where demand has no route."""
+    circuit routes (as ``RoutedFabric`` routes hybrid traffic); inf where demand has no route.
+    (Plain lists: the rack graph is small and numpy's per-call cost dominated.)"""
     racks = demand.shape[0]
-    flow = np.zeros((racks, racks))
-    adj = [np.flatnonzero(counts[r]) for r in range(racks)]
+    flow = [[0.0] * racks for _ in range(racks)]
+    c = counts.tolist()
+    dem = demand.tolist()
+    adj = [[s for s in range(racks) if c[r][s]] for r in range(racks)]
+    into = [[v for v in range(racks) if c[v][t]] for t in range(racks)]
     for s in range(racks):
-        if not demand[s].any():
+        row = dem[s]
+        if not any(row):
             continue
-        dist = np.full(racks, -1)
-        sigma = np.zeros(racks)
+        dist = [-1] * racks
+        sigma = [0.0] * racks
         dist[s], sigma[s] = 0, 1.0
         order, head = [s], 0
         while head < len(order):
@@ -200,19 +213,20 @@ def rack_circuit_load(demand: np.ndarray, counts: np.ndarray) -> np.ndarray:
             for w in adj[v]:
                 if dist[w] < 0:
                     dist[w] = dist[v] + 1
-                    order.append(int(w))
+                    order.append(w)
                 if dist[w] == dist[v] + 1:
-                    sigma[w] += sigma[v] * counts[v, w]
-        if np.any((demand[s] > 0) & (dist < 0)):
+                    sigma[w] += sigma[v] * c[v][w]
+        if any(row[t] > 0 and dist[t] < 0 for t in range(racks)):
             return np.full((racks, racks), np.inf)
-        through = demand[s].astype(float).copy()
+        through = [float(x) for x in row]
         for t in reversed(order[1:]):
-            for v in np.flatnonzero(counts[:, t]):
+            for v in into[t]:
                 if dist[v] == dist[t] - 1:
-                    share = through[t] * sigma[v] * counts[v, t] / sigma[t]
-                    flow[v, t] += share
+                    share = through[t] * sigma[v] * c[v][t] / sigma[t]
+                    flow[v][t] += share
                     through[v] += share
-    return np.divide(flow, counts, out=np.zeros_like(flow), where=counts > 0)
+    flow_a = np.asarray(flow)
+    return np.divide(flow_a, counts, out=np.zeros_like(flow_a), where=counts > 0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -253,6 +267,10 @@ class OcsConfiguration:
     cross: Mapping[int, Mapping[int, int]]
     rack: RackCircuits | None = None  # hybrid only
     port_permutations: tuple[tuple[int, ...] | None, ...] = ()  # OCS fabrics: rank level
+    # OCS fabrics built by configure_ocs: (src acc, dst acc) -> (circuits, hop counts), what
+    # ``route`` would find by following every circuit through ``cross`` (it does so when absent)
+    circuit_table: Mapping[tuple[int, int], tuple[int, tuple[int, int, int]]] | None = field(default=None, repr=False,
+                                                                                               compare=False)
 
     def circuits(self) -> int:
         return sum(len(v) for v in self.cross.values())
@@ -306,7 +324,33 @@ def configure_ocs(fabric: PhysicalFabric, allocation: Allocation,
             cross[fabric.level2[j][u]][rs] = rd
             cross[fabric.level1[rd][j]][down + u] = d % down
     return OcsConfiguration(cross={k: dict(v) for k, v in cross.items()},
-                            port_permutations=tuple(None if p is None else tuple(p) for p in perms))
+                            port_permutations=tuple(None if p is None else tuple(p) for p in perms),
+                            circuit_table=_permutation_circuits(fabric, acc, perms))
+
+
+def _permutation_circuits(fabric: PhysicalFabric, acc: Sequence[int], perms) -> dict:
+    """Circuits per accelerator pair of rank permutations on ports, with their hop counts: one OCS
+    pass inside a rack (or on a single level), three (level 1, 2, 1) and two level-2 cables
+    between racks (C.7), as ``route`` finds by following the cross-connects."""
+    spec = fabric.spec
+    accs = np.asarray(acc, dtype=np.int64)
+    n = fabric.accelerators
+    codes = []
+    for perm in perms:
+        if perm is None:
+            continue
+        y = np.asarray(perm, dtype=np.int64)
+        x = np.arange(len(y))
+        moved = x != y
+        codes.append(accs[x[moved]] * n + accs[y[moved]])
+    if not codes:
+        return {}
+    pairs, counts = np.unique(np.concatenate(codes), return_counts=True)
+    src, dst = pairs // n, pairs % n
+    local = np.ones(len(pairs), dtype=bool) if spec.levels == 1 else (src // spec.rack_size == dst // spec.rack_size)
+    one, three = (0, 1, 0), (0, 3, 2)
+    return {(s, d): (c, one if lo else three)
+            for s, d, c, lo in zip(src.tolist(), dst.tolist(), counts.tolist(), local.tolist())}
 
 
 def hybrid_configuration(fabric: PhysicalFabric, rack: RackCircuits) -> OcsConfiguration:
@@ -349,8 +393,12 @@ class RoutedFabric:
     fabric: PhysicalFabric
     allocation: Allocation
     ocs: OcsConfiguration | None = None
-    _ocs_paths: dict = field(default_factory=dict, repr=False)
+    _ocs_paths: dict = field(default_factory=dict, repr=False)  # (src acc, dst acc) -> paths, per traced source
     _rack_routes: dict = field(default_factory=dict, repr=False)
+    # OCS: (src acc, dst acc) -> (circuits, (eps hops, ocs passes, level-2 cables) of the fewest-pass one)
+    _circuits: dict = field(default_factory=dict, repr=False)
+    _traced: set = field(default_factory=set, repr=False)  # sources whose full paths are in _ocs_paths
+    _rack_dist: dict = field(default_factory=dict, repr=False)  # hybrid: source rack -> {rack: circuit hops}
 
     # -- construction helpers
     @property
@@ -368,6 +416,9 @@ class RoutedFabric:
             return ()
         spec, f = self.spec, self.fabric
         if spec.level1_kind == OCS:
+            if s not in self._traced:
+                self._ocs_paths.update(_trace_circuits(self, (s,)))
+                self._traced.add(s)
             return self._ocs_paths.get((s, d), ())
         down = spec.rack_size
         rs, rd = s // down, d // down
@@ -416,15 +467,18 @@ class RoutedFabric:
             return self._rack_routes[key]
         assert self.ocs is not None and self.ocs.rack is not None
         targets = self.ocs.rack.targets
-        dist = {rs: 0}
-        queue = deque([rs])
-        while queue:
-            r = queue.popleft()
-            for row in targets:
-                s = row[r]
-                if s >= 0 and s not in dist:
-                    dist[s] = dist[r] + 1
-                    queue.append(s)
+        dist = self._rack_dist.get(rs)  # one breadth-first search per source rack
+        if dist is None:
+            dist = {rs: 0}
+            queue = deque([rs])
+            while queue:
+                r = queue.popleft()
+                for row in targets:
+                    s = row[r]
+                    if s >= 0 and s not in dist:
+                        dist[s] = dist[r] + 1
+                        queue.append(s)
+            self._rack_dist[rs] = dist
         routes: list[tuple[tuple[int, int], ...]] = []
         if rd in dist:
             def extend(r: int, acc: tuple) -> None:
@@ -457,11 +511,8 @@ class RoutedFabric:
         s, d = self.accelerator(src_rank), self.accelerator(dst_rank)
         spec = self.spec
         if spec.level1_kind == OCS:
-            ps = self._ocs_paths.get((s, d))
-            if not ps:
-                return None
-            p = min(ps, key=lambda q: q.ocs_passes)
-            return (p.eps_hops, p.ocs_passes, p.level2_cables)
+            hit = self._circuits.get((s, d))
+            return None if hit is None else hit[1]
         rs, rd = s // spec.rack_size, d // spec.rack_size
         if rs == rd:
             return (1, 0, 0)
@@ -515,7 +566,8 @@ class RoutedFabric:
             n = sum(1 for row in self.ocs.rack.targets if row[key[1]] == key[2])
             return spec.ports * n * R
         if kind == "circuit":
-            return len(self._ocs_paths.get((key[1], key[2]), ())) * R
+            hit = self._circuits.get((key[1], key[2]))
+            return (0 if hit is None else hit[0]) * R
         raise KeyError(key)
 
     def phase_cost(self, transfers: Iterable[tuple[int, int, float]]) -> "PhaseCost":
@@ -565,14 +617,56 @@ def route(fabric: PhysicalFabric, allocation: Allocation, ocs: OcsConfiguration 
         raise SpecError(f"fabric {spec.kind} needs an OCS configuration; build it with configure_ocs")
     routed = RoutedFabric(fabric=fabric, allocation=allocation, ocs=ocs)
     if spec.level1_kind == OCS:
-        routed._ocs_paths.update(_trace_circuits(routed))
+        table = ocs.circuit_table
+        routed._circuits.update(_circuit_table(routed) if table is None else table)
     return routed
 
 
-def _trace_circuits(routed: RoutedFabric) -> dict[tuple[int, int], tuple[Path, ...]]:
+def _circuit_table(routed: RoutedFabric) -> dict[tuple[int, int], tuple[int, tuple[int, int, int]]]:
+    """Every configured circuit followed from its source port to its destination accelerator,
+    kept as (circuits per accelerator pair, hop counts of the fewest-pass one): what latency,
+    crossings and capacities need. Explicit ``Path`` objects are traced per source only when
+    ``paths`` is asked (a simulator), since a 512-rank all-OCS fabric has 18 432 circuits."""
+    f, cross = routed.fabric, routed.ocs.cross
+    links, out_link, devices = f.links, f.out_link, f.devices
+    table: dict[tuple[int, int], tuple[int, tuple[int, int, int]]] = {}
+    for a in routed.allocation.accelerators:
+        for j in range(f.spec.ports):
+            node, port, level = a, j, devices[a].level
+            eps = ocs = l2 = 0
+            while True:
+                link = links[out_link[(node, port)]]
+                dev = devices[link.dst]
+                if {level, dev.level} == {1, 2}:
+                    l2 += 1
+                level = dev.level
+                if dev.kind == ACCELERATOR:
+                    break
+                if dev.kind == OCS:
+                    ocs += 1
+                elif dev.kind == EPS:
+                    eps += 1
+                egress = cross.get(link.dst, {}).get(link.dst_port)
+                if egress is None:
+                    dev = None
+                    break
+                node, port = link.dst, egress
+            if dev is None:
+                continue
+            key, hops = (a, dev.id), (eps, ocs, l2)
+            hit = table.get(key)
+            if hit is None:
+                table[key] = (1, hops)
+            else:
+                table[key] = (hit[0] + 1, hit[1] if hit[1][1] <= ocs else hops)
+    return table
+
+
+def _trace_circuits(routed: RoutedFabric, sources=None) -> dict[tuple[int, int], tuple[Path, ...]]:
+    """Explicit paths of every circuit leaving ``sources`` (default: every accelerator)."""
     f, cross = routed.fabric, routed.ocs.cross
     paths: dict[tuple[int, int], list[Path]] = defaultdict(list)
-    for a in routed.allocation.accelerators:
+    for a in (routed.allocation.accelerators if sources is None else sources):
         for j in range(f.spec.ports):
             devs, links = [a], []
             node, port = a, j

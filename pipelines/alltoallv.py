@@ -94,6 +94,9 @@ def run_one(topology, demand, label: str, params: dict, overhead_s: float, cache
         "catalog": catalog,
         "rank_finish_s": list(ev.rank_finish_s),
     }
+    if "planning_cpu_s" in schedule.meta:  # VarioPath: CPU time and which decomposition loop ran
+        result["planning_cpu_s"] = schedule.meta["planning_cpu_s"]
+        result["planning_kernel"] = schedule.meta.get("kernel")
     if "certificate" in schedule.meta:
         result["certificate"] = schedule.meta["certificate"]
     return result, schedule.to_json()

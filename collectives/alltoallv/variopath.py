@@ -54,6 +54,7 @@ class VarioPathParams:
     coarse_rounds_per_rank: float = 1.5  # ours: >0 lets an activation last up to the remaining lower bound / (c N) (0 = paper: τ fixed)
     reuse: int = 2  # ours: activations taken from one AA run's bound channels (1 = the paper: re-bind every activation)
     reuse_floor: float = 0.97  # ours: a reused channel must keep this fraction of the AA pick's utility
+    synth_min_groups: int = 16  # ours, compiled loop only: >= this many rank groups -> also bind a family synthesized online from D̂ (0 = never)
     max_aa_rows: int = 256  # ours: (family, start) rows per AA batch; starts shrink for large beams
     max_quanta: int = 1  # ours: a chosen channel may carry up to this many quanta while its full lanes stay full
 
@@ -80,7 +81,7 @@ class VarioPathParams:
 
 
 def quantum_s(demand: np.ndarray, topology: ChannelTopology, k_target_per_rank: float,
-              group_caps: tuple[np.ndarray, np.ndarray] | None = None) -> float:
+              group_caps: tuple[np.ndarray, np.ndarray] | None = None, max_rate_Bps: float | None = None) -> float:
     """τ such that the demand drains in about K_target = k * N rounds.
 
     The expected completion is a lower bound: the busiest rank at the fastest path rate and, when
@@ -88,7 +89,7 @@ def quantum_s(demand: np.ndarray, topology: ChannelTopology, k_target_per_rank: 
     at the best contention-free rate out of (into) that group.
     """
     d = np.asarray(demand, dtype=np.float64)
-    t_est = max(d.sum(axis=1).max(), d.sum(axis=0).max()) / topology.max_rate_Bps()
+    t_est = max(d.sum(axis=1).max(), d.sum(axis=0).max()) / (max_rate_Bps or topology.max_rate_Bps())
     if group_caps is not None:
         cap_out, cap_in = group_caps
         onehot = np.zeros((topology.n_ranks, topology.n_groups))
@@ -105,6 +106,8 @@ def quantum_s(demand: np.ndarray, topology: ChannelTopology, k_target_per_rank: 
 
 class VarioPathPlanner:
     """Online planner bound to one topology and its catalog (reused across invocations)."""
+
+    KERNEL_BLOCK = 4096  # activations the compiled loop returns per call
 
     def __init__(self, topology: ChannelTopology, catalog: Catalog, params: VarioPathParams = VarioPathParams(),
                  name: str = "variopath"):
@@ -152,6 +155,8 @@ class VarioPathPlanner:
         self._diag = np.arange(N) * (N + 1)
         self.cand_src = self.groups[np.arange(N) // g]  # lane k of every family leaves group k // g
         self._kernel = None  # (C function, flat catalog arrays), built on the first plan
+        self._paths: dict = {}  # explicit keyed cache: (src, dst, instance) -> PathOption (emission)
+        self.max_rate_Bps = topology.max_rate_Bps()
         self._pool = None
         self._batches: dict = {}  # explicit keyed cache: beam (shape indices) -> AA batch arrays
         # per shape and group pair: the largest lane-rate sum over its families (capped scoring)
@@ -176,9 +181,13 @@ class VarioPathPlanner:
         self.group_index = topology.group_of()
 
     def _path(self, i: int, j: int, t: int):
+        hit = self._paths.get((i, j, t))
+        if hit is not None:
+            return hit
         r = self.catalog.instances[t]
         try:
-            return self._by_key[(i, j)][r.key]
+            hit = self._paths[(i, j, t)] = self._by_key[(i, j)][r.key]
+            return hit
         except KeyError:
             raise SpecError(f"ranks {i}->{j} lack the path {r.kind} {r.shared} of their group pair; "
                             "the rank groups are not topology-equivalent") from None
@@ -377,7 +386,7 @@ class VarioPathPlanner:
         demand = check_demand(demand, self.N)
         t0, c0 = time.perf_counter(), time.process_time()
         rem = demand.astype(np.float64)
-        tau0 = quantum_s(demand, self.topology, self.params.k_target_per_rank, self.group_caps)
+        tau0 = quantum_s(demand, self.topology, self.params.k_target_per_rank, self.group_caps, self.max_rate_Bps)
         raw = []  # (bytes, src, dst, instances) per activation: what the runtime needs
         guard = 50 * self.N * self.N + 100 * int(np.count_nonzero(demand)) + 1000
         kernel = self._kernel_fn()
@@ -423,9 +432,12 @@ class VarioPathPlanner:
             "groups": self.groups.ravel(), "gof": self.group_index.astype(np.int64),
             **self._columns(),
             "fam_off": np.concatenate([[0], np.cumsum([b["H"] for b in self.bucket_arrays])]).astype(np.int64),
-            "fam_rate": np.concatenate([b["rates"] for b in self.bucket_arrays]),
-            "rates_u": np.unique(np.concatenate([b["rates"].ravel() for b in self.bucket_arrays])),
-            "fam_in": np.concatenate([np.tile(b["in_lanes"].ravel(), (b["H"], 1)) for b in self.bucket_arrays]),
+            # one extra row (index F) where the C loop writes its synthesized family
+            "fam_rate": np.concatenate([b["rates"] for b in self.bucket_arrays] + [np.ones((1, self.N))]),
+            "rates_u": np.unique(np.concatenate([b["rates"].ravel() for b in self.bucket_arrays]
+                                                + [np.array([r.rate_Bps for r in self.catalog.instances])])),
+            "fam_in": np.concatenate([np.tile(b["in_lanes"].ravel(), (b["H"], 1)) for b in self.bucket_arrays]
+                                     + [np.zeros((1, self.N), dtype=np.int64)]),
             "start_src": np.concatenate([b["src0"] for b in self.bucket_arrays]),
             "start_dst": np.concatenate([b["dst0"] for b in self.bucket_arrays]),
             "perms": np.ascontiguousarray(perms, dtype=np.int64),
@@ -433,11 +445,39 @@ class VarioPathPlanner:
             "fam_all": np.concatenate([b["fam"] for b in self.bucket_arrays]),
         }
         arr["fam_rid"] = np.searchsorted(arr["rates_u"], arr["fam_rate"])
-        dense = arr.pop("dense")
+        arr.update(self._synth_arrays(arr["rates_u"]))
+        dense, n_res = arr.pop("dense"), arr.pop("n_res")
         arr = {k: np.ascontiguousarray(v, dtype=np.float64 if v.dtype.kind == "f" else np.int64) for k, v in arr.items()}
-        arr["dense"] = dense
-        arr["max_rows"] = max(S * sum(sizes[:p.shape_beam]), 1)
+        arr["dense"], arr["n_res"] = dense, n_res
+        arr["synth"] = int(p.synth_min_groups > 0 and self.G >= p.synth_min_groups)
+        arr["max_rows"] = max(S * sum(sizes[:p.shape_beam]), 1) + S * arr["synth"]
         return arr
+
+    def _synth_arrays(self, rates_u: np.ndarray) -> dict:
+        """Path instances by group pair (fastest first) and their resources, for the C loop's
+        online family synthesis (ours): pair code a * G + d -> instances; instance -> resource ids."""
+        inst, G = self.catalog.instances, self.G
+        res_id: dict[str, int] = {}
+        ir_ptr, ir = [0], []
+        for r in inst:
+            ir.extend(res_id.setdefault(x, len(res_id)) for x in r.shared)
+            ir_ptr.append(len(ir))
+        by_pair: dict[int, list[int]] = {}
+        intra = np.full(G, -1, dtype=np.int64)
+        for t, r in enumerate(inst):
+            if r.copy:
+                continue  # replicas: the first copy stands for all (an empty footprint)
+            by_pair.setdefault(r.a * G + r.d, []).append(t)
+            if r.a == r.d and not r.shared and intra[r.a] < 0:
+                intra[r.a] = t
+        pi_ptr, pi = [0], []
+        for c in range(G * G):
+            pi.extend(sorted(by_pair.get(c, []), key=lambda t: (-inst[t].rate_Bps, t)))
+            pi_ptr.append(len(pi))
+        rates = np.array([r.rate_Bps for r in inst])
+        return {"pi_ptr": np.array(pi_ptr), "pi": np.array(pi + [0]), "ir_ptr": np.array(ir_ptr), "ir": np.array(ir + [0]),
+                "intra_rep": intra, "inst_rate": rates, "inst_rid": np.searchsorted(rates_u, rates),
+                "n_res": len(res_id)}
 
     def _columns(self) -> dict:
         """The sparse shapes transposed (by group pair), for the C loop's scoring."""
@@ -456,12 +496,12 @@ class VarioPathPlanner:
 
     def _decompose_kernel(self, fn, rem: np.ndarray, tau0: float, raw: list, guard: int) -> None:
         p, N, arr = self.params, self.N, self._kernel[1]
-        cap = 256
+        cap = self.KERNEL_BLOCK  # activations per call; a full buffer returns and the loop resumes (fresh pool)
         ip = np.array([N, self.G, self.g, len(self.bucket_arrays), len(arr["perms"]), p.n_start, p.aa_sweeps,
                        p.shape_beam, p.reuse, p.max_quanta, int(p.weighted_utility), int(p.shape_score == "capped"),
                        cap, arr["max_rows"], int(bool(p.rank_pressure)), arr["dense"], p.max_aa_rows,
-                       len(arr["rates_u"])], dtype=np.int64)
-        dp = np.array([tau0, p.coarse_rounds_per_rank * N, self.topology.max_rate_Bps(), p.rank_pressure, p.pair_pressure,
+                       len(arr["rates_u"]), arr["synth"], len(arr["fam_all"]), arr["n_res"]], dtype=np.int64)
+        dp = np.array([tau0, p.coarse_rounds_per_rank * N, self.max_rate_Bps, p.rank_pressure, p.pair_pressure,
                        p.overhead_s, p.reuse_floor], dtype=np.float64)
         out_x = np.empty((cap, N))
         out_src = np.empty((cap, N), dtype=np.int64)
@@ -469,16 +509,24 @@ class VarioPathPlanner:
         out_fam = np.empty(cap, dtype=np.int64)
         status = np.zeros(1, dtype=np.int64)
         ptr = lambda a: a.ctypes.data  # noqa: E731
+        syn_inst = np.zeros(N, dtype=np.int64)
+        out_inst = np.empty((cap, N), dtype=np.int64)
         static = [ptr(arr[k]) for k in ("groups", "gof", "col_ptr", "col_shape", "col_val", "col_rate", "dense_val", "dense_rate",
                                          "fam_off", "fam_rid", "rates_u", "fam_rate", "fam_in",
-                                         "start_src", "start_dst", "perms", "cap_out", "cap_in")]
+                                         "start_src", "start_dst", "perms", "cap_out", "cap_in",
+                                         "pi_ptr", "pi", "ir_ptr", "ir", "intra_rep", "inst_rate", "inst_rid",
+                                         "fam_rate", "fam_in", "fam_rid")] + [ptr(syn_inst), ptr(out_inst)]
         fam_all = arr["fam_all"]
+        F = len(fam_all)
         while True:
             if len(raw) > guard:
                 raise RuntimeError("VarioPath did not drain the demand; this is a bug")
             n = fn(ptr(ip), ptr(dp), *static, ptr(rem), ptr(out_x), ptr(out_src), ptr(out_dst), ptr(out_fam), ptr(status))
             if n:  # one copy per block; the rows are views into it
-                raw.extend(zip(out_x[:n].copy(), out_src[:n].copy(), out_dst[:n].copy(), fam_all[out_fam[:n]]))
+                fams = fam_all[np.minimum(out_fam[:n], F - 1)]
+                syn = out_fam[:n] == F  # synthesized online: its instances come back in out_inst
+                fams[syn] = out_inst[:n][syn]
+                raw.extend(zip(out_x[:n].copy(), out_src[:n].copy(), out_dst[:n].copy(), fams))
             if status[0] == 1:
                 return
             if status[0] == 0:  # no candidate: the numpy path's tie-break / forced binding, one activation
@@ -516,7 +564,7 @@ class VarioPathPlanner:
             if coarse:
                 # ours: early activations may be longer (the remaining lower bound over c N rounds)
                 # and shrink to τ as the demand drains; fewer activations to plan
-                tau = max(tau0, quantum_s(rem, self.topology, coarse, self.group_caps))
+                tau = max(tau0, quantum_s(rem, self.topology, coarse, self.group_caps, self.max_rate_Bps))
             q = rem * (1.0 / tau)
             q.flat[diag] = _FORBID
             w = None

@@ -1,4 +1,4 @@
-/* VarioPath online decomposition (paper 000, Algorithm 2) as one compiled loop (-O3, no FMA contraction).
+/* VarioPath online decomposition (paper 000, Algorithm 2) as one compiled loop (-O3, no FMA contraction, no -march: the cached .so may be shared between hosts).
  *
  * A line-for-line port of the numpy path of collectives/alltoallv/variopath.py
  * (VarioPathPlanner._plan_numpy): per activation the shape scores (Eqs. 5-6), the multi-start
@@ -19,9 +19,10 @@
 typedef int64_t i64;
 
 #define FORBID (-1e30)
+#define SYNTH_PERIOD 4
 
 enum { I_N, I_G, I_g, I_J, I_P, I_S, I_SWEEPS, I_BEAM, I_REUSE, I_MAXQ, I_WEIGHTED, I_CAPPED, I_MAXACTS,
-       I_MAXROWS, I_RANKP_ON, I_DENSE, I_ROWBUDGET, I_R };
+       I_MAXROWS, I_RANKP_ON, I_DENSE, I_ROWBUDGET, I_R, I_SYNTH, I_F, I_NRES };
 enum { D_TAU0, D_COARSE, D_MAXRATE, D_RANKP, D_PAIRP, D_OVERHEAD, D_REUSEFLOOR };
 
 /* The maximum-weight assignment of a g x g credit matrix v (rows = lanes, columns = candidate
@@ -109,23 +110,100 @@ static void update_scores(double *scores, const i64 *so, const i64 *dso, const d
     }
 }
 
+/* A family synthesized online from the group-level demand (ours; paper 000's catalog is static).
+ * g layers, each a partial group-level matching: group pairs in descending remaining demand D̂
+ * take the fastest path instance whose resources are still free (each cross pair once per
+ * family); every layer is completed by intra-group replicas (a -> a, empty footprint) or, failing
+ * that, replaced by an all-intra layer. Writes lane k (source group k / g) into syn_*; returns 0
+ * when no family can be built. */
+static int synth_family(i64 G, i64 g, const double *dg, const i64 *order, i64 norder,
+                        const i64 *pi_ptr, const i64 *pi, const i64 *ir_ptr, const i64 *ir,
+                        const i64 *intra_rep, char *rused, i64 *rtouched, char *pused,
+                        i64 *lane_a, i64 *lane_d, i64 *lane_inst, i64 *srcfree, i64 *dstfree, i64 *outc) {
+    i64 nl = 0, nt = 0;
+    for (i64 a = 0; a < G; a++) outc[a] = 0;
+    for (i64 layer = 0; layer < g; layer++) {
+        const i64 start_nl = nl, start_nt = nt;
+        for (i64 a = 0; a < G; a++) { srcfree[a] = 1; dstfree[a] = 1; }
+        for (i64 o = 0; o < norder; o++) {
+            const i64 c = order[o], a = c / G, d = c % G;
+            if (!srcfree[a] || !dstfree[d] || (a != d && pused[c])) continue;
+            for (i64 e = pi_ptr[c]; e < pi_ptr[c + 1]; e++) {
+                const i64 r = pi[e];
+                int ok = 1;
+                for (i64 x = ir_ptr[r]; x < ir_ptr[r + 1]; x++) if (rused[ir[x]]) { ok = 0; break; }
+                if (!ok) continue;
+                for (i64 x = ir_ptr[r]; x < ir_ptr[r + 1]; x++) { rused[ir[x]] = 1; rtouched[nt++] = ir[x]; }
+                srcfree[a] = 0; dstfree[d] = 0;
+                if (a != d) pused[c] = 1;
+                lane_a[nl] = a; lane_d[nl] = d; lane_inst[nl] = r; nl++;
+                break;
+            }
+        }
+        int complete = 1;
+        for (i64 a = 0; a < G; a++) {
+            if (srcfree[a] && dstfree[a] && intra_rep[a] >= 0) {
+                srcfree[a] = 0; dstfree[a] = 0;
+                lane_a[nl] = a; lane_d[nl] = a; lane_inst[nl] = intra_rep[a]; nl++;
+            }
+            if (srcfree[a] || dstfree[a]) complete = 0;
+        }
+        if (!complete) {  /* undo the layer; all-intra instead */
+            for (i64 k = start_nl; k < nl; k++) {
+                i64 c = lane_a[k] * G + lane_d[k];
+                if (lane_a[k] != lane_d[k]) pused[c] = 0;
+            }
+            for (i64 t = start_nt; t < nt; t++) rused[rtouched[t]] = 0;
+            nl = start_nl; nt = start_nt;
+            for (i64 a = 0; a < G; a++) {
+                if (intra_rep[a] < 0) goto fail;
+                lane_a[nl] = a; lane_d[nl] = a; lane_inst[nl] = intra_rep[a]; nl++;
+            }
+        }
+    }
+    for (i64 t = 0; t < nt; t++) rused[rtouched[t]] = 0;
+    for (i64 k = 0; k < nl; k++) if (lane_a[k] != lane_d[k]) pused[lane_a[k] * G + lane_d[k]] = 0;
+    return 1;
+fail:
+    for (i64 t = 0; t < nt; t++) rused[rtouched[t]] = 0;
+    for (i64 k = 0; k < nl; k++) if (lane_a[k] != lane_d[k]) pused[lane_a[k] * G + lane_d[k]] = 0;
+    return 0;
+}
+
+static const double *sort_key;
+static int by_key_desc(const void *x, const void *y) {
+    const i64 a = *(const i64 *)x, b = *(const i64 *)y;
+    if (sort_key[a] > sort_key[b]) return -1;
+    if (sort_key[a] < sort_key[b]) return 1;
+    return (a > b) - (a < b);
+}
+
 i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
             const i64 *restrict col_ptr, const i64 *restrict col_shape, const double *restrict col_val,
             const double *restrict col_rate, const double *restrict dense_val, const double *restrict dense_rate,
             const i64 *fam_off, const i64 *fam_rid, const double *rates_u,
             const double *fam_rate, const i64 *fam_in, const i64 *start_src, const i64 *start_dst,
             const i64 *perms, const double *cap_out, const double *cap_in,
+            const i64 *pi_ptr, const i64 *pi, const i64 *ir_ptr, const i64 *ir, const i64 *intra_rep,
+            const double *inst_rate, const i64 *inst_rid, double *fam_rate_w, i64 *fam_in_w, i64 *fam_rid_w,
+            i64 *syn_inst, i64 *out_inst,
             double *rem, double *out_x, i64 *out_src, i64 *out_dst, i64 *out_fam, i64 *status) {
     const i64 N = ip[I_N], G = ip[I_G], g = ip[I_g], J = ip[I_J], P = ip[I_P], S = ip[I_S];
     const i64 sweeps = ip[I_SWEEPS], beam = ip[I_BEAM], reuse = ip[I_REUSE], maxq = ip[I_MAXQ];
     const i64 weighted = ip[I_WEIGHTED], capped = ip[I_CAPPED], max_acts = ip[I_MAXACTS], max_rows = ip[I_MAXROWS];
     const i64 rank_on = ip[I_RANKP_ON], dense = ip[I_DENSE], row_budget = ip[I_ROWBUDGET], R = ip[I_R];
+    const i64 synth = ip[I_SYNTH], F = ip[I_F], nres = ip[I_NRES];
     const double tau0 = dp[D_TAU0], coarse = dp[D_COARSE], max_rate = dp[D_MAXRATE];
     const double rp = dp[D_RANKP], pp = dp[D_PAIRP], lambda = dp[D_OVERHEAD], reuse_floor = dp[D_REUSEFLOOR];
     const i64 NN = N * N, GG = G * G;
 
     double *q = malloc(sizeof(double) * NN), *w = malloc(sizeof(double) * NN);
     double *cred = malloc(sizeof(double) * NN * R);
+    char *rused = calloc(nres + 1, 1), *pused = calloc(GG, 1);
+    i64 *rtouched = malloc(sizeof(i64) * (nres + N + 1)), *order = malloc(sizeof(i64) * GG);
+    i64 *la = malloc(sizeof(i64) * N), *ld = malloc(sizeof(i64) * N), *li = malloc(sizeof(i64) * N);
+    i64 *srcfree = malloc(sizeof(i64) * G), *dstfree = malloc(sizeof(i64) * G), *outc = malloc(sizeof(i64) * G);
+    i64 *slot_dst = malloc(sizeof(i64) * N);  /* destination group of each synthesized lane */
     double *ls = malloc(sizeof(double) * N), *lr = malloc(sizeof(double) * N);
     double *dg = malloc(sizeof(double) * GG), *scores = malloc(sizeof(double) * J);
     i64 *top = malloc(sizeof(i64) * (beam + 1));
@@ -139,7 +217,8 @@ i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
     double *pcap = malloc(sizeof(double) * max_rows * N), *pw = malloc(sizeof(double) * max_rows * N);
     double *pr = malloc(sizeof(double) * max_rows * N);
     i64 npool = 0, reuse_left = 0;
-    int have_scores = 0;
+    int have_scores = 0, have_synth = 0;
+    i64 aa_runs = 0;
     double *dpair = calloc(GG, sizeof(double));
     i64 *touched = malloc(sizeof(i64) * N);
     double util0 = 0.0;
@@ -182,6 +261,7 @@ i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
                 for (i64 k = 0; k < N; k++) { rem[so[k] * N + dso[k]] -= xo[k]; moved += xo[k]; }
                 if (have_scores) update_scores(scores, so, dso, xo, N, G, gof, col_ptr, col_shape, col_val, dpair, touched);
                 out_fam[A] = pfam[h];
+                if (pfam[h] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
                 left -= moved;
                 A++;
                 continue;
@@ -294,6 +374,50 @@ i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
                     rfam[B] = fi;
                     B++;
                 }
+        if (synth) {
+            /* rebuilt every SYNTH_PERIOD AA runs (sorting G^2 group pairs dominates at 128+ GPUs);
+               in between the last synthesized family is bound again on the new demand */
+            int built = 0;
+            if (aa_runs % SYNTH_PERIOD == 0) {
+                i64 norder = 0;
+                for (i64 c = 0; c < GG; c++) if (dg[c] > 0) order[norder++] = c;
+                sort_key = dg;
+                qsort(order, norder, sizeof(i64), by_key_desc);
+                built = synth_family(G, g, dg, order, norder, pi_ptr, pi, ir_ptr, ir, intra_rep, rused, rtouched,
+                                     pused, la, ld, li, srcfree, dstfree, outc);
+                have_synth = built;
+            }
+            if (built) {
+                /* lanes by source group (lane k leaves group k / g), then the in-lanes by destination */
+                for (i64 a = 0; a < G; a++) outc[a] = 0;
+                for (i64 k = 0; k < N; k++) {
+                    const i64 a = la[k], slot = a * g + outc[a]++;
+                    syn_inst[slot] = li[k];
+                    slot_dst[slot] = ld[k];
+                    fam_rate_w[F * N + slot] = inst_rate[li[k]];
+                    fam_rid_w[F * N + slot] = inst_rid[li[k]];
+                }
+                for (i64 d = 0; d < G; d++) outc[d] = 0;
+                for (i64 slot = 0; slot < N; slot++) {
+                    const i64 d = slot_dst[slot];
+                    fam_in_w[F * N + d * g + outc[d]++] = slot;
+                }
+            }
+            if (have_synth) {
+                for (i64 s = 0; s < Se && B < max_rows; s++) {  /* starts: rotations of the group order */
+                    for (i64 slot = 0; slot < N; slot++) {
+                        const i64 a = slot / g, l = slot % g;
+                        rsrc[B * N + slot] = groups[a * g + (l + s) % g];
+                    }
+                    for (i64 d = 0; d < G; d++)
+                        for (i64 l = 0; l < g; l++)
+                            rdst[B * N + fam_in_w[F * N + d * g + l]] = groups[d * g + (l + 2 * s + 1) % g];
+                    rfam[B] = F;
+                    B++;
+                }
+            }
+        }
+        aa_runs++;
         /* -- multi-start Alternating Algorithm (Eqs. 7-8) -- */
         const int single = Se == 1;
         int have_best = 0;
@@ -399,10 +523,12 @@ i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
         for (i64 k = 0; k < N; k++) { rem[so[k] * N + dso[k]] -= xo[k]; moved += xo[k]; }
         if (have_scores) update_scores(scores, so, dso, xo, N, G, gof, col_ptr, col_shape, col_val, dpair, touched);
         out_fam[A] = pfam[h];
+        if (pfam[h] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
         left -= moved;
         A++;
     }
-    free(q); free(w); free(cred); free(ls); free(lr); free(dg); free(scores); free(top);
+    free(q); free(w); free(cred); free(rused); free(pused); free(rtouched); free(order);
+    free(la); free(ld); free(li); free(srcfree); free(dstfree); free(outc); free(slot_dst); free(ls); free(lr); free(dg); free(scores); free(top);
     free(rsrc); free(rdst); free(rfam); free(f); free(fbest); free(v);
     free(psrc); free(pdst); free(pfam); free(pcap); free(pw); free(pr); free(dpair); free(touched);
     return A;

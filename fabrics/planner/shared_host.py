@@ -171,6 +171,20 @@ class _Pricer:
     def __init__(self, req: PlanRequest):
         self.req = req
         self._cache: dict[tuple, AxisPrice | None] = {}
+        # per-request memo tables of ``_LeafSearch`` (shared by all partitions and port budgets)
+        self.local_masks: dict[tuple, tuple[int, ...]] = {}
+        self.full_masks: dict[tuple, tuple[int, ...] | None] = {}
+        self.times: dict[tuple, tuple[float, int | None]] = {}
+        self.ladders: dict[tuple, list] = {}
+        self.raised: dict[tuple, tuple] = {}
+        self._subgroups: dict[tuple[int, ...], int] = {}
+
+    def subgroup(self, bits: tuple[int, ...]) -> int:
+        """Bitset of every mask inside the block ``bits`` (the support rule's test, A.1)."""
+        hit = self._subgroups.get(bits)
+        if hit is None:
+            hit = self._subgroups[bits] = _bitset(expand(x, bits) for x in range(1, 1 << len(bits)))
+        return hit
 
     def price(self, ax: _Axis, local_masks, p: int) -> AxisPrice | None:
         from collectives.topology import CayleyTopology
@@ -187,7 +201,12 @@ class _Pricer:
 
 
 def _ladder(ax: _Axis, pricer: _Pricer, ports: int) -> list[tuple[frozenset[int], int, float]]:
-    """Non-dominated (local masks, degree, T) points of the axis's fold ladder, cheapest first."""
+    """Non-dominated (local masks, degree, T) points of the axis's fold ladder, cheapest first
+    (memoised per request: the ladder does not depend on the axis's bits)."""
+    key = ("ladder", ax.a, ax.collective, ax.sigma, ax.schedule, ports)
+    hit = pricer.ladders.get(key)
+    if hit is not None:
+        return hit
     pts = []
     for local in _local_options(ax.a, ports):
         pr = pricer.price(ax, local, 1)
@@ -199,6 +218,7 @@ def _ladder(ax: _Axis, pricer: _Pricer, ports: int) -> list[tuple[frozenset[int]
     keep = [p for p in pts if not any((q[1] <= p[1] and q[2] < p[2] - 1e-15) or (q[1] < p[1] and q[2] <= p[2] + 1e-15)
                                       for q in pts)]
     keep.sort(key=lambda p: (p[1], p[2]))
+    pricer.ladders[key] = keep
     return keep
 
 
@@ -312,100 +332,301 @@ def _aligned_ladder(ax: _Axis, k: int, bits: list[tuple[int, ...]], pricer: _Pri
     """The axis's ladder in host masks; of the variants that tie in (degree, T) keep the
     ``VARIANTS`` whose sub-blocks best fit inside other axes' blocks (where a fold can be shared)."""
     others = [sum(1 << b for b in bs) for j, bs in enumerate(bits) if j != k]
+    memo = ("aligned", ax.a, ax.collective, ax.sigma, ax.schedule, budget, bits[k], frozenset(others))
+    hit = pricer.ladders.get(memo)
+    if hit is not None:
+        return hit
+    hosted = ("hosted", ax.a, ax.collective, ax.sigma, ax.schedule, budget, bits[k])
+    points = pricer.ladders.get(hosted)
+    if points is None:
+        points = []
+        for local, deg, t in _ladder(ax, pricer, budget):
+            host = frozenset(expand(g, bits[k]) for g in local)
+            points.append((deg, t, host, [g for g in host if g & (g - 1)]))
+        pricer.ladders[hosted] = points
     groups: dict[tuple[int, float], list[tuple[int, int, frozenset[int]]]] = {}
-    for idx, (local, deg, t) in enumerate(_ladder(ax, pricer, budget)):
-        host = frozenset(expand(g, bits[k]) for g in local)
-        folds = [g for g in host if g & (g - 1)]
+    for idx, (deg, t, host, folds) in enumerate(points):
         score = sum(1 for g in folds if any(g & ~o == 0 for o in others))
         groups.setdefault((deg, round(t, 15)), []).append((-score, idx, host))
     out = []
     for key in sorted(groups):
         out.extend(h for _, _, h in sorted(groups[key], key=lambda x: x[:2])[:VARIANTS])
+    pricer.ladders[memo] = out
     return out
 
 
-def _search_partition(req, axes, bits, pricer, budget):
+def _bitset(masks) -> int:
+    """A set of generator masks as one integer (bit g set for mask g): unions and the support
+    rule's "inside the block" test become single integer operations."""
+    out = 0
+    for g in masks:
+        out |= 1 << g
+    return out
+
+
+def _members(bitset: int) -> list[int]:
+    """The masks of a bitset, ascending."""
+    out = []
+    while bitset:
+        low = bitset & -bitset
+        out.append(low.bit_length() - 1)
+        bitset ^= low
+    return out
+
+
+class _LeafSearch:
+    """Fast evaluation of the leaves of one bit partition (same arithmetic as ``_Evaluator``).
+
+    A leaf fixes every axis's own generator set; what varies during the multiplicity greedy is
+    only ``ps``. Generator sets are integer bitsets (host = OR of the own sets; the generators
+    supported inside axis k's block = host AND the bitset of k's subgroup), axis-local masks and
+    prices are memoised per request, and the greedy's outcome is memoised by the leaf's
+    structure (which own / supported sets each generator belongs to, not its mask). Σ w·T is
+    summed in axis order with the same float operations as ``_Evaluator.objective``, so plans
+    are bit-identical to the unmemoised search.
+    """
+
+    def __init__(self, req: PlanRequest, axes: list[_Axis], bits: list[tuple[int, ...]], pricer: _Pricer,
+                 budget: int, active: list[int]):
+        self.req, self.axes, self.bits, self.pricer, self.budget = req, axes, bits, pricer, budget
+        self.active = active
+        self.lam = req.hop_latency_s
+        # shared by every partition of the request (keyed by the axis's bits, not its index)
+        self._local, self._full, self._time = pricer.local_masks, pricer.full_masks, pricer.times
+        self._keys = [(ax.a, ax.collective, ax.sigma, ax.schedule) for ax in axes]
+        self.raised = pricer.raised
+        self.subgroups = {k: pricer.subgroup(bits[k]) for k in active}
+        self.min_step = min(axes[k].a for k in active)  # the cheapest multiplicity step: a plain-cube axis
+        self._seen: dict[tuple, list] = {}
+
+    def option(self, k: int, own: frozenset[int]) -> tuple:
+        """(own set, its bitset, its axis-local masks) of one ladder option of axis k."""
+        key = (self.bits[k], own)
+        hit = self._local.get(key)
+        if hit is None:
+            hit = self._local[key] = (own, _bitset(own), tuple(sorted(compress(g, self.bits[k]) for g in own)))
+        return hit
+
+    def full_local(self, k: int, full: int) -> tuple[int, ...] | None:
+        """Axis-local masks of the supported host generators (bitset ``full``), or None when they
+        do not form block folds (then the axis is priced on its own set only, as
+        ``_Evaluator.axis_time``)."""
+        key = (self.bits[k], full)
+        if key in self._full:
+            return self._full[key]
+        bits = self.bits[k]
+        local = [compress(g, bits) for g in _members(full)]
+        out = tuple(sorted(local)) if complete_blocks(self.axes[k].a, local) is not None else None
+        self._full[key] = out
+        return out
+
+    def time(self, k: int, local: tuple[int, ...], p: int) -> tuple[float, int | None]:
+        """(T, h) of axis k on ``local`` at multiplicity p; (inf, None) when no schedule is valid."""
+        key = (self._keys[k], local, p)
+        hit = self._time.get(key)
+        if hit is None:
+            price = self.pricer.price(self.axes[k], local, p)
+            hit = self._time[key] = (float("inf"), None) if price is None else (price.time_s, price.h)
+        return hit
+
+    def leaf(self, key: tuple, chosen: list[tuple], host: int, best, bound: float | None):
+        """The leaf's (obj, ports, ps), or None when its lower bound shows it cannot beat ``bound``
+        (an objective already reached; Eq. 1 is monotone in p). ``chosen``: (k, option) per
+        active axis; ``host``: the bitset union of their own sets; ``key`` names the leaf."""
+        axes, budget, lam, time = self.axes, self.budget, self.lam, self.time
+        seen = self._seen.get(key)  # coordinate descent revisits leaves: rows and prices are reused
+        if seen is None:
+            rows = []  # (k, weight, own local, own bitset, full local or None, full bitset)
+            total = floor = 0.0
+            for k, (own, own_bits, ol) in chosen:
+                fb = host & self.subgroups[k]
+                fl = self.full_local(k, fb) if fb != own_bits else None  # own ⊆ full: larger iff different
+                w = axes[k].weight
+                rows.append((k, w, ol, own_bits, fl, fb))
+                to, ho = time(k, ol, 1)
+                if fl is not None:
+                    tf, hf = time(k, fl, 1)
+                    if hf is not None and (ho is None or tf <= to):
+                        to, ho = tf, hf
+                total += w * to
+                floor += w * (ho * lam if ho is not None else float("inf"))
+            seen = self._seen[key] = [rows, total, floor, None, None]
+        rows, total, floor = seen[0], seen[1], seen[2]
+        n = host.bit_count()
+        ps = [1] * len(axes)
+        if not (n + self.min_step <= budget and (best is None or floor < best[0])):
+            return (total, n, ps)
+        spare = budget - n
+        if bound is not None:
+            lb = seen[3]
+            if lb is None:
+                lb = 0.0
+                for k, w, ol, ob, fl, fb in rows:
+                    t = time(k, ol, 1 + spare // ob.bit_count())[0]
+                    if fl is not None:
+                        t = min(t, time(k, fl, 1 + spare // fb.bit_count())[0])
+                    lb += w * t
+                seen[3] = lb
+            if lb > bound:
+                return None
+        if seen[4] is not None:
+            obj, raised, used = seen[4]
+            for (k, *_), p in zip(rows, raised):
+                ps[k] = p
+            return (obj, used, ps)
+        # The greedy's outcome depends only on which own / supported sets each generator is in
+        # (not on its mask): leaves with the same structure share it (memo per request).
+        gens = _members(host)
+        member = []
+        for g in gens:
+            bit = 1 << g
+            member.append((tuple(r for r, row in enumerate(rows) if row[3] & bit),
+                           tuple(r for r, row in enumerate(rows) if row[4] is not None and row[5] & bit)))
+        memo = (budget, tuple((self._keys[k], w, ol, fl) for k, w, ol, _, fl, _ in rows), tuple(sorted(member)))
+        hit = self.raised.get(memo)
+        if hit is None:
+            hit = self.raised[memo] = self._raise(rows, member, n, total)
+        seen[4] = hit
+        obj, raised, used = hit
+        for (k, *_), p in zip(rows, raised):
+            ps[k] = p
+        return (obj, used, ps)
+
+    def _raise(self, rows, member, n: int, obj: float):
+        """Greedy (Σ w·T, Eq. 1): spend leftover ports on the multiplicity step that lowers Σ w·T
+        most; a generator shared by several axes takes the largest multiplicity any of them
+        needs, an axis on its supported set runs at its least-multiplied generator."""
+        budget, time = self.budget, self.time
+        own_idx = [[i for i, m in enumerate(member) if r in m[0]] for r in range(len(rows))]
+        full_idx = [[i for i, m in enumerate(member) if r in m[1]] for r in range(len(rows))]
+
+        def objective(pg: list[int], ps: list[int]) -> float:
+            total = 0.0
+            for r, (k, w, ol, _, fl, _) in enumerate(rows):
+                to, ho = time(k, ol, ps[r])
+                if fl is not None:
+                    tf, hf = time(k, fl, min(pg[i] for i in full_idx[r]))
+                    if hf is not None and (ho is None or tf <= to):
+                        to = tf
+                total += w * to
+            return total
+
+        ps = [1] * len(rows)
+        pg = [1] * n
+        used = n
+        while True:
+            best = None
+            for r in range(len(rows)):
+                p = ps[r] + 1
+                extra = 0
+                for i in own_idx[r]:
+                    if pg[i] < p:
+                        extra += p - pg[i]
+                if used + extra > budget:
+                    continue
+                trial_pg = list(pg)
+                for i in own_idx[r]:
+                    if trial_pg[i] < p:
+                        trial_pg[i] = p
+                trial = list(ps)
+                trial[r] = p
+                o = objective(trial_pg, trial)
+                if o < obj - 1e-15 and (best is None or (o, used + extra) < best[:2]):
+                    best = (o, used + extra, trial, trial_pg)
+            if best is None:
+                return obj, tuple(ps), used
+            obj, used, ps, pg = best
+
+
+def _search_partition(req, axes, bits, pricer, budget, bound: float | None = None):
     """Best (objective, ports, host, owns, ps) for one bit partition, or None.
 
     Exhaustive over the product of the axes' ladders when it has at most ``MAX_LEAVES``
     combinations; otherwise coordinate descent (each axis in turn takes its best option with
-    the others fixed, until nothing changes), which is deterministic but heuristic (A.7)."""
-    ev = _Evaluator(req, axes, bits, pricer)
+    the others fixed, until nothing changes), which is deterministic but heuristic (A.7).
+
+    Branch and bound: ``bound`` is the best objective of the partitions already searched; a leaf
+    whose lower bound (every axis at the largest multiplicity the spare ports allow it alone)
+    exceeds it, or exceeds this partition's best, is not raised — it cannot win. Coordinate
+    descent bounds by its own best only, so its path is the unpruned one."""
     active = [k for k, ax in enumerate(axes) if ax.active]
-    ladders = {k: _aligned_ladder(axes[k], k, bits, pricer, budget) for k in active}
-    empty = frozenset()
-    min_step = min(axes[k].a for k in active)  # the cheapest multiplicity step: a plain-cube axis
+    search = _LeafSearch(req, axes, bits, pricer, budget, active)
+    ladders = {k: [(i, search.option(k, o)) for i, o in enumerate(_aligned_ladder(axes[k], k, bits, pricer, budget))]
+               for k in active}
     state = {"best": None}
 
-    def leaf(owns: list[frozenset[int]]):
-        host = frozenset().union(*owns)
-        if len(host) > budget:
+    def leaf(key: tuple, chosen: list[tuple], host: int, outer: float | None):
+        if host.bit_count() > budget:
             return None
-        ps = [1] * len(axes)
-        obj, floor = ev.objective_and_floor(host, owns, ps)
         best = state["best"]
-        if len(host) + min_step <= budget and (best is None or floor < best[0]):
-            obj, ps = _raise_multiplicities(ev, host, owns, ps, obj, budget, active)
-        cand = (obj, _ports(host, owns, ps), host, list(owns), ps)
+        limit = best[0] if best is not None else None
+        if outer is not None and (limit is None or outer < limit):
+            limit = outer
+        cand = search.leaf(key, chosen, host, best, limit)
+        if cand is None:
+            return None
+        cand = (cand[0], cand[1], host, [o for _, (o, _, _) in chosen], cand[2])
         if best is None or cand[:2] < best[:2]:
             state["best"] = cand
         return cand
 
+    def result():
+        best = state["best"]
+        if best is None:
+            return None
+        obj, used, host, chosen_owns, ps = best
+        owns = [frozenset()] * len(axes)
+        for k, own in zip(active, chosen_owns):
+            owns[k] = own
+        return (obj, used, frozenset(_members(host)), owns, ps)
+
     size = 1
     for k in active:
         size *= len(ladders[k])
-    owns = [empty] * len(axes)
     if size <= MAX_LEAVES:
-        def dfs(i: int, host: frozenset[int]) -> None:
+        chosen: list[tuple] = []
+        index: list[int] = []
+
+        def dfs(i: int, host: int) -> None:
             if i == len(active):
-                leaf(owns)
+                leaf(tuple(index), chosen, host, bound)
                 return
             k = active[i]
-            for opt in ladders[k]:
-                if len(host | opt) <= budget:
-                    owns[k] = opt
-                    dfs(i + 1, host | opt)
-            owns[k] = empty
+            for j, opt in ladders[k]:
+                h = host | opt[1]
+                if h.bit_count() <= budget:
+                    chosen.append((k, opt))
+                    index.append(j)
+                    dfs(i + 1, h)
+                    chosen.pop()
+                    index.pop()
 
-        dfs(0, frozenset())
-        return state["best"]
+        dfs(0, 0)
+        return result()
     # coordinate descent from the plain cube (every ladder starts with its cheapest option)
-    for k in active:
-        owns[k] = ladders[k][0]
-    current = leaf(owns)
+    picks = {k: ladders[k][0] for k in active}
+
+    def at(p: dict) -> tuple[tuple, list[tuple], int]:
+        host = 0
+        for k in active:
+            host |= p[k][1][1]
+        return tuple(p[k][0] for k in active), [(k, p[k][1]) for k in active], host
+
+    current = leaf(*at(picks), None)
     if current is None:
         return None
     for _ in range(2 * len(active) + 2):
         changed = False
         for k in active:
             for opt in ladders[k]:
-                trial = list(owns)
+                trial = dict(picks)
                 trial[k] = opt
-                cand = leaf(trial)
+                cand = leaf(*at(trial), None)
                 if cand is not None and cand[:2] < current[:2]:
-                    current, owns, changed = cand, trial, True
+                    current, picks, changed = cand, trial, True
         if not changed:
             break
-    return state["best"]
-
-
-def _raise_multiplicities(ev, host, owns, ps, obj, budget, active):
-    """Greedy: spend leftover ports on the multiplicity step that lowers Σ w·T most."""
-    ps = list(ps)
-    while True:
-        best = None
-        for k in active:
-            trial = list(ps)
-            trial[k] += 1
-            used = _ports(host, owns, trial)
-            if used > budget:
-                continue
-            o = ev.objective(host, owns, trial)
-            if o < obj - 1e-15 and (best is None or (o, used) < best[:2]):
-                best = (o, used, trial)
-        if best is None:
-            return obj, ps
-        obj, ps = best[0], best[2]
+    return result()
 
 
 def _colour(host_pg: list[tuple[int, int]], ports: int, world: int) -> tuple[int | None, ...] | None:
@@ -433,7 +654,7 @@ def shared_host_plan(req: PlanRequest) -> Plan:
         best = None
         for parts in partition_sets:
             bits = [b for mesh in parts for b in mesh]
-            found = _search_partition(req, axes, bits, pricer, budget)
+            found = _search_partition(req, axes, bits, pricer, budget, None if best is None else best[0][0])
             if found is not None and (best is None or found[:2] < best[0][:2]):
                 best = (found, parts, bits)
         if best is None:

@@ -19,6 +19,7 @@ def test_single_scheduler_writes_results_and_replayable_schedule(pipeline):
         assert key in r
     assert r["schedule_valid"] and r["n_ranks"] == 16
     assert set(r["catalog"]) >= {"shapes", "families", "build_s"}
+    assert r["planning_kernel"] in ("c", "numpy") and 0 < r["planning_cpu_s"]
     assert r["busbw_Bps"] == pytest.approx(r["algbw_Bps"] * 15 / 16)
     s = json.loads((out / "schedule.json").read_text())
     assert s["world_size"] == 16 and s["platform"] == "r5080_bf3x2" and len(s["activations"]) == r["activations"]

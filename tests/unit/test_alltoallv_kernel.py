@@ -117,3 +117,30 @@ def test_compiled_loop_matches_numpy_quality_where_rounding_decides(name, nodes,
     sc, sn = c.plan(d), n.plan(d)
     assert check_schedule(sc, t).valid
     assert evaluate(sc, t.capacity_Bps).completion_s == pytest.approx(evaluate(sn, t.capacity_Bps).completion_s, rel=0.03)
+
+
+@needs_cc
+def test_online_synthesized_families_are_valid_and_help_many_groups():
+    # R5080-CX8 x4: 16 switch groups of 2 GPUs; a budget-cut catalog pins group pairs whose demand
+    # is drained, a family synthesized from the remaining group demand does not
+    t = topo("r5080_cx8", 4)
+    cat = build_catalog(t)
+    d = zipf(32, 64 * 2**20, 0.6, 0)
+    on = VarioPathPlanner(t, cat, VarioPathParams(kernel="c", synth_min_groups=16))
+    off = VarioPathPlanner(t, cat, VarioPathParams(kernel="c", synth_min_groups=0))
+    s_on, s_off = on.plan(d), off.plan(d)
+    assert check_schedule(s_on, t).valid
+    catalog_families = {f for b in cat.buckets for f in b}
+    raw = []
+    on._decompose_kernel(on._kernel_fn(), d.astype(np.float64), s_on.meta["tau_s"], raw, 10**6)
+    assert any(tuple(sorted(int(x) for x in fam)) not in catalog_families for *_, fam in raw)
+    assert evaluate(s_on, t.capacity_Bps).completion_s < evaluate(s_off, t.capacity_Bps).completion_s
+
+
+@needs_cc
+def test_a_full_output_block_resumes_and_still_drains(monkeypatch):
+    t = topo("r5080_bf3", 2)
+    p = VarioPathPlanner(t, build_catalog(t), VarioPathParams(kernel="c"))
+    monkeypatch.setattr(p, "KERNEL_BLOCK", 7)
+    s = p.plan(zipf(16, 8 * 2**20, 0.6, 2))
+    assert s.n_activations > 7 and check_schedule(s, t).valid

@@ -41,7 +41,7 @@ def test_variants_stay_valid(params):
 
 
 def test_sparse_demand_single_pair_is_served():
-    p = planner("r5080_bf3", 2, k_target_per_rank=3.0, coarse_rounds=0)  # the paper's fixed τ
+    p = planner("r5080_bf3", 2, k_target_per_rank=3.0, coarse_rounds_per_rank=0)  # the paper's fixed τ
     d = np.zeros((16, 16), dtype=np.int64)
     d[3, 12] = 12345
     s = p.plan(d)
@@ -53,14 +53,14 @@ def test_sparse_demand_single_pair_is_served():
 
 def test_finer_quantum_gives_more_activations():
     d = zipf(8, 32 * 2**20, 0.6, 0)
-    coarse = planner(k_target_per_rank=1.0, coarse_rounds=0).plan(d)
-    fine = planner(k_target_per_rank=3.0, coarse_rounds=0).plan(d)
+    coarse = planner(k_target_per_rank=1.0, coarse_rounds_per_rank=0).plan(d)
+    fine = planner(k_target_per_rank=3.0, coarse_rounds_per_rank=0).plan(d)
     assert fine.n_activations > coarse.n_activations
 
 
 def test_coarse_rounds_plan_fewer_activations_that_stay_valid():
-    p_fixed = planner("r5080_bf3", 2, coarse_rounds=0)
-    p_coarse = planner("r5080_bf3", 2, coarse_rounds=8)
+    p_fixed = planner("r5080_bf3", 2, coarse_rounds_per_rank=0)
+    p_coarse = planner("r5080_bf3", 2, coarse_rounds_per_rank=0.5)
     d = zipf(16, 64 * 2**20, 0.6, 2)
     fixed, coarse = p_fixed.plan(d), p_coarse.plan(d)
     assert check_schedule(coarse, p_coarse.topology).valid
@@ -89,3 +89,31 @@ def test_bad_params_are_spec_errors():
         VarioPathParams(k_target_per_rank=0)
     with pytest.raises(SpecError):
         VarioPathParams(assignment="magic")
+
+
+@pytest.mark.parametrize("bad", [dict(reuse=0), dict(reuse_floor=1.5), dict(coarse_rounds_per_rank=-1),
+                                 dict(max_aa_rows=0), dict(max_quanta=0), dict(shape_score="best"), dict(kernel="gpu")])
+def test_bad_extension_params_are_spec_errors(bad):
+    with pytest.raises(SpecError):
+        VarioPathParams(**bad)
+
+
+def test_row_budget_trims_starts_not_families():
+    p = planner("r5080_bf3", 2, max_aa_rows=40)
+    assert p.starts_for(2) == p.params.n_start and p.starts_for(8) == 5 and p.starts_for(100) == 1
+    s = p.plan(zipf(16, 8 * 2**20, 0.6, 4))
+    assert check_schedule(s, p.topology).valid
+
+
+def test_reused_channels_are_reevaluated_on_the_remaining_demand():
+    # reuse=k takes up to k activations from one AA run; each re-EVALUATEs x = min(τ bw, D_rem),
+    # so the schedule stays exact and valid while fewer AA runs are needed
+    d = zipf(16, 16 * 2**20, 0.6, 5)
+    one = planner("r5080_bf3", 2, reuse=1, kernel="numpy")
+    four = planner("r5080_bf3", 2, reuse=4, reuse_floor=0.0, kernel="numpy")
+    calls = []
+    orig = four._bind
+    four._bind = lambda *a, **k: calls.append(1) or orig(*a, **k)
+    s = four.plan(d)
+    assert check_schedule(s, four.topology).valid
+    assert len(calls) < s.n_activations <= 2 * one.plan(d).n_activations
