@@ -11,7 +11,6 @@ sweeps; ``task(cfg)`` adapts Hydra's config.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 from collectives.alltoallv import workloads
@@ -103,10 +102,9 @@ def run_one(topology, demand, label: str, params: dict, overhead_s: float, cache
 
 
 def _plot(per: dict) -> bytes:
-    import matplotlib
+    from pipelines.plots import png_bytes, pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     names = list(per)
     fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(names), 3.2))
@@ -114,11 +112,7 @@ def _plot(per: dict) -> bytes:
     ax.set_ylabel("algorithmic bandwidth (GB/s)")
     ax.set_title("AlltoAllv bandwidth by scheduler")
     ax.tick_params(axis="x", rotation=30)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
-    return buf.getvalue()
+    return png_bytes(fig, dpi=120)
 
 
 def run(cfg: dict) -> tuple[dict, dict]:

@@ -209,12 +209,9 @@ def _verify(collective, name, topo) -> dict:
 
 
 def plot_sweep(collective, topo, sweep) -> bytes:
-    import io
+    from pipelines.plots import png_bytes, pyplot
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     names = sorted({n for row in sweep for n in row["time_s"]})
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -229,11 +226,7 @@ def plot_sweep(collective, topo, sweep) -> bytes:
     ax.set_title(f"{collective} on {topo.describe()} (N={topo.n_ranks}), Eq. 1")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    return png_bytes(fig, dpi=110)
 
 
 def format_table(results) -> str:
@@ -393,12 +386,9 @@ def format_fabric_table(results) -> str:
 
 
 def plot_fabric_sweep(results) -> bytes:
-    import io
+    from pipelines.plots import png_bytes, pyplot
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     sweep = results["sweep"]
     names = sorted({n for row in sweep for n in row["time_s"]})
@@ -415,11 +405,7 @@ def plot_fabric_sweep(results) -> bytes:
     ax.set_title(f"{results['collective']} on {results['fabric']} ({results['groups']}×{results['group_size']} ranks)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    return png_bytes(fig, dpi=110)
 
 
 main = gx_main("collective")(task)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from collectives.errors import SpecError
 from pipelines.app import gx_main
 from pipelines.network import build_network
 from pipelines.specs import deployment_spec, plain
@@ -122,7 +123,74 @@ class _Capture:
         return evaluate(cfg, dep, network)
 
 
+# --- fabric=pcie (issue #9): the expert-parallel decode phase on a PCIe cluster ----------------------
+# The EP phase of pipelines.prefill (gxnet.prefill, phase=decode): one token per request through the
+# GXNET graph on each rank's token shard, expert dispatch/combine as AlltoAllv with per-layer routing
+# demand, scheduled by `scheduler=` and timed by the contention-aware flow-level evaluator
+# (fabrics.pcie_network); the scheduler's planning is charged on the critical path.
+
+def _opt(cfg, key: str):
+    try:
+        return cfg.get(key) if hasattr(cfg, "get") else None
+    except Exception:  # pragma: no cover - omegaconf missing-value errors
+        return None
+
+
+def pcie_view(cfg) -> dict:
+    """decode's config as the mapping pipelines.prefill reads (phase=decode, requests=batch).
+
+    EP degree: ``ep=`` else ``parallel.ep``; nodes: ``nodes=`` else ``fabric.nodes``; platform,
+    scheduler and routing: their groups when selected, else ``fabric.platform`` / ``fabric.scheduler``
+    / uniform routing (paper 003, B.2).
+    """
+    from pipelines.specs import positive_int
+
+    compute = plain(_opt(cfg, "compute")) or {}
+    if compute.get("name", "roofline") != "roofline":
+        raise SpecError(f"compute={compute.get('name')!r} is not available with fabric=pcie; use compute=roofline")
+    ep = _opt(cfg, "ep")
+    if ep is None:
+        ep = (plain(_opt(cfg, "parallel")) or {}).get("ep")
+    fab = dict(plain(cfg["fabric"]))
+    nodes = _opt(cfg, "nodes")
+    return {
+        "model": plain(cfg["model"]), "accelerator": plain(cfg["accelerator"]), "fabric": fab,
+        "precision": plain(_opt(cfg, "precision")), "platform": plain(_opt(cfg, "platform")),
+        "scheduler": plain(_opt(cfg, "scheduler")), "routing": plain(_opt(cfg, "routing")) or {},
+        "phase": "decode", "requests": positive_int(cfg["batch"], "batch"),
+        "context": positive_int(cfg["context"], "context"),
+        "ep": positive_int(ep, "ep"),
+        "nodes": positive_int(nodes if nodes is not None else fab.get("nodes", 1), "nodes"),
+    }
+
+
+def pcie_task(cfg):
+    from gxnet.prefill import chrome_trace as phase_trace
+    from pipelines import prefill
+
+    view = pcie_view(cfg)
+    dep, net, step = prefill.run_point(view)
+    res = prefill.results_of(view, dep, net, step)
+    latency = res["latency_s"]
+    a2a = res["alltoallv"]
+    res.update({
+        "world": dep.ep, "batch": dep.phase.requests, "parallel": {"scheme": "ep", "ep": dep.ep},
+        "network": "pcie_flow_level",
+        "decode_step_s": latency,
+        "interactivity_tok_s_user": 1.0 / latency,
+        "throughput_tok_s": dep.phase.requests / latency,
+        "collective_time_s": {"ffn/ep/alltoallv_dispatch": float(sum(a2a["per_layer_dispatch_s"])),
+                              "ffn/ep/alltoallv_combine": float(sum(a2a["per_layer_combine_s"]))},
+    })
+    print(prefill.summary(res) + f"\ndecode step {latency * 1e3:.3f} ms -> {res['interactivity_tok_s_user']:.1f} "
+          f"tok/s/user, {res['throughput_tok_s']:.1f} tok/s")
+    return res, {"trace.json": phase_trace(step, f"{dep.model.name} decode step")}
+# -------------------------------------------------------------------------------------------------------
+
+
 def task(cfg):
+    if plain(cfg["fabric"]).get("name") == "pcie":
+        return pcie_task(cfg)
     capture = _Capture()
     # --- compute=roofline|measured (issue #8): measured kernel durations from a calibration table ----
     from pipelines.hardware.measured import evaluate_compute

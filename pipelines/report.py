@@ -15,11 +15,11 @@ Writes ``report.md``, PNGs and ``results.json`` (``sweep``, ``pipeline``, ``rows
 
 from __future__ import annotations
 
-import io
 from collections import defaultdict
 
 from collectives.errors import SpecError
 from pipelines.app import gx_main
+from pipelines.plots import png_bytes, pyplot
 from pipelines.specs import plain
 
 FABRIC_ORDER = ("all_eps", "hybrid", "all_ocs", "single_eps", "single_ocs", "pcie")
@@ -65,23 +65,6 @@ def _fabric(row) -> str:
     return row["params"].get("fabric.name", "?")
 
 
-def _fig():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _png(fig, plt) -> bytes:
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
-
-
 def pareto(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """Upper-right Pareto front of (throughput, interactivity) points, by throughput."""
     front, best_y = [], float("-inf")
@@ -100,7 +83,7 @@ def _metric(row, *names):
 
 
 def render(kind: str, rows: list[dict]) -> tuple[list[dict], dict[str, bytes]]:
-    plt = _fig()
+    plt = pyplot()
     ok = [r for r in rows if r["status"] == "FINISHED"]
     prefix = "best." if kind == "search" else ""
     table = []
@@ -136,7 +119,7 @@ def render(kind: str, rows: list[dict]) -> tuple[list[dict], dict[str, bytes]]:
     ax.set_title("interactivity vs throughput (Pareto front per fabric)")
     ax.grid(alpha=0.3)
     ax.legend()
-    figs["pareto.png"] = _png(fig, plt)
+    figs["pareto.png"] = png_bytes(fig)
 
     # Figure 7 style: energy efficiency vs interactivity
     if any(t["tokens_per_s_per_MW"] for f in fabrics for t in by_fabric[f]):
@@ -151,7 +134,7 @@ def render(kind: str, rows: list[dict]) -> tuple[list[dict], dict[str, bytes]]:
         ax.set_title("energy efficiency vs interactivity")
         ax.grid(alpha=0.3)
         ax.legend()
-        figs["energy.png"] = _png(fig, plt)
+        figs["energy.png"] = png_bytes(fig)
 
     # Figure 5 style: decode-step breakdown per point
     parts = ("attention", "ffn", "communication", "fixed", "other")
@@ -173,7 +156,7 @@ def render(kind: str, rows: list[dict]) -> tuple[list[dict], dict[str, bytes]]:
         ax.set_ylabel("decode step (ms)")
         ax.set_title("decode-step breakdown")
         ax.legend(fontsize=8)
-        figs["breakdown.png"] = _png(fig, plt)
+        figs["breakdown.png"] = png_bytes(fig)
 
     # Figure 6 style: scaling with world size
     worlds = {t["world"] for f in fabrics for t in by_fabric[f]}
@@ -190,7 +173,7 @@ def render(kind: str, rows: list[dict]) -> tuple[list[dict], dict[str, bytes]]:
         ax.set_ylabel("best interactivity (tokens/s/user)")
         ax.legend()
         ax.grid(alpha=0.3)
-        figs["scaling.png"] = _png(fig, plt)
+        figs["scaling.png"] = png_bytes(fig)
     return table, figs
 
 

@@ -14,7 +14,6 @@ decode_step_s, interactivity_tok_s_user, throughput_tok_s, breakdown_s, ...}), a
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 from collectives.errors import SpecError
@@ -95,12 +94,9 @@ def task(cfg):
 
 
 def plot_splits(rows: list[dict], title: str) -> bytes:
-    import io
+    from pipelines.plots import png_bytes, pyplot
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     feasible = [r for r in rows if r["feasible"]]
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -116,11 +112,7 @@ def plot_splits(rows: list[dict], title: str) -> bytes:
     ax.set_ylabel("interactivity (tokens/s/user)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    return png_bytes(fig, dpi=110)
 
 
 main = gx_main("search")(task)
