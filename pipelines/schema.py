@@ -8,8 +8,8 @@ parsed at the edge by ``pipelines.units``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Optional
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
 
 SCHEMAS: dict[str, type] = {}
 
@@ -45,6 +45,115 @@ class RaySchema:
     num_cpus: Optional[int] = None
     batch_size: Any = "auto"
     log_to_driver: bool = False
+
+
+@schema("model")
+@dataclass
+class ModelSchema:
+    name: str
+    layers: int
+    hidden: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    experts: int
+    expert_width: int
+    top_k: int
+    vocab: int
+    attention_pattern: List[str] = field(default_factory=lambda: ["full"])
+    window_tokens: Optional[int] = None
+    attention_sinks: bool = False
+    qkv_bias: bool = False
+    expert_bias: bool = False
+    qk_norm: bool = False
+
+
+@schema("accelerator")
+@dataclass
+class AcceleratorSchema:
+    name: str
+    peak_flops: float
+    hbm_bytes: int
+    hbm_bandwidth_Bps: float
+    scaleup_ports: int
+    port_rate_Bps: float
+    kernel_launch_s: float
+    in_graph_launch_s: float
+    eta_memory: Any = None
+    eta_compute: Any = None
+    efficiency_basis: str = "step"
+    peak_flops_note: Optional[str] = None
+
+
+@schema("parallel")
+@dataclass
+class ParallelSchema:
+    scheme: str = "helix"
+    kvp: Optional[int] = None
+    tpa: Optional[int] = None
+    ep: Optional[int] = None
+    tpe: Optional[int] = None
+    tp: Optional[int] = None
+
+
+@schema("precision")
+@dataclass
+class PrecisionSchema:
+    name: str = "fp4"
+    weights_bits: Optional[int] = None
+    activations_bits: Optional[int] = None
+    kv_bits: Optional[int] = None
+    comm_bits: Optional[int] = None
+    softmax_stat_bits: Optional[int] = None
+
+
+@schema("network")
+@dataclass
+class NetworkSchema:
+    name: str = "analytical"
+    model: Optional[str] = None  # analytical: fabric (default) | single_level
+    mode: Optional[str] = None  # simlette: optimized | flit
+    buffer: Any = None  # simlette: unlimited | a size
+    schedule: Optional[str] = None
+    spray: Optional[str] = None
+    phase_sync: Optional[str] = None
+    write_responses: Optional[bool] = None
+    ocs_folds: Any = None
+    ocs_multiplicity: Any = None
+
+
+@schema("fabric")
+@dataclass
+class FabricSchema:
+    """Scale-up fabrics (conf/fabric/{single_eps,single_ocs,all_eps,hybrid,all_ocs}) and pcie."""
+
+    name: str
+    accelerators: Optional[int] = None
+    ports: Optional[int] = None
+    link_rate: Any = "400Gb/s"  # a rate with its unit
+    switch_radix: Optional[int] = None
+    latency_case: str = "nominal"
+    ocs_pass_through: Any = None
+    hop_latency: Any = None
+    schedule: Optional[str] = None
+    allocation: Optional[str] = None
+    world: Optional[int] = None
+    group_size: Optional[int] = None
+    down_ports: Optional[int] = None
+    up_ports: Optional[int] = None
+    cable_latency: Any = None
+    level2_cable_latency: Any = None
+    switch_core: Any = None
+    # fabric=pcie (issue #9)
+    platform: Optional[str] = None
+    nodes: Optional[int] = None
+    scheduler: Optional[str] = None
+    scheduler_params: Any = None
+    activation_overhead: Any = None
+    planning: Optional[str] = None
+    planning_cost_per_activation: Any = None
+    catalog_dir: Optional[str] = None
+    validate: Optional[bool] = None
 
 
 def validate(pipeline: str, cfg: dict) -> None:

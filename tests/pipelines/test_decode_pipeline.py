@@ -62,6 +62,9 @@ BAD = [
     (("accelerator=tpu9",), "tpu9"),
     (("context=5Q",), "context"),
     (("fabric.link_rate=fast",), "link_rate"),
+    (("parallel.kvp=four",), "kvp"),  # wrong type: caught by the structured-config schema
+    (("+model.layerz=3",), "layerz"),  # unknown key in a group: caught by the schema
+    (("batch=0",), "batch"),
 ]
 
 
