@@ -34,11 +34,41 @@ def run(fabrics: str, ray: bool, out: Path) -> float:
     return wall
 
 
+def overhead(points: int = 64) -> None:
+    """Ray's cost per point: a sweep of millisecond-scale `demand` points, three ways."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, extra in (("one process", ["ray.enabled=false"]),
+                             ("ray, batch_size=1", ["ray.batch_size=1"]),
+                             ("ray, batch_size=auto", [])):
+            cmd = [sys.executable, "-m", "pipelines.demand", "-m", f"batch=range(1,{points + 1})", "context=32K",
+                   "tracking.enabled=false", f"hydra.sweep.dir={Path(tmp) / f'mode{len(rows)}'}", *extra]
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+            if proc.returncode:
+                sys.exit(f"sweep failed:\n{proc.stderr[-3000:]}")
+            wall = time.perf_counter() - t0
+            import re
+
+            m = re.search(r"skipped in ([0-9.]+) s", proc.stderr)
+            rows.append((label, wall, float(m.group(1)) if m else float("nan")))
+    base = rows[0][2]
+    print(f"Ray overhead, {points} millisecond-scale points (`gx demand -m batch=range(1,{points + 1})`):")
+    print(f"{'mode':<22} {'command wall s':>15} {'sweep s (run_sweep)':>20} {'extra ms/point':>15}")
+    for label, wall, sweep in rows:
+        print(f"{label:<22} {wall:>15.1f} {sweep:>20.2f} {1e3 * (sweep - base) / points:>15.1f}")
+    print("(command wall includes composing and validating every point before the sweep starts)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fabrics", default="all_eps,hybrid,all_ocs")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--overhead", action="store_true", help="measure Ray's per-point overhead instead")
     args = ap.parse_args()
+    if args.overhead:
+        overhead()
+        return
     n_cells = 5 * 2 * len(args.fabrics.split(","))
     walls: dict[str, list[float]] = {"ray": [], "one process": []}
     with tempfile.TemporaryDirectory() as tmp:

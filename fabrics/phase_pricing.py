@@ -40,6 +40,9 @@ class ScheduleLine:
         return self.latency_s + self.seconds_per_byte * sigma_bytes
 
 
+_AGGREGATE_ABOVE = 8192  # transfers per phase (all groups) above which EPS phases are priced by rack matrices
+
+
 class PhasePricer:
     """Prices phases given as global-rank arrays on one ``RoutedFabric`` (equal to ``phase_cost``)."""
 
@@ -167,16 +170,70 @@ class PhasePricer:
 
     def _schedule_line(self, phases: Sequence[PhaseArrays], groups: np.ndarray) -> ScheduleLine:
         lat_total = per_byte = 0.0
+        eps = self.spec.level1_kind != OCS
         for ph in phases:
             if ph.src.size == 0:
                 continue
-            src = groups[:, ph.src].reshape(-1)
-            dst = groups[:, ph.dst].reshape(-1)
-            nbytes = np.tile(ph.fraction, groups.shape[0])
-            lat, ser = self.phase_cost(src, dst, nbytes)
+            if eps and ph.src.size * groups.shape[0] > _AGGREGATE_ABOVE:
+                lat, ser = self._group_phase_cost(ph, groups)
+            else:
+                src = groups[:, ph.src].reshape(-1)
+                dst = groups[:, ph.dst].reshape(-1)
+                nbytes = np.tile(ph.fraction, groups.shape[0])
+                lat, ser = self.phase_cost(src, dst, nbytes)
             lat_total += lat
             per_byte += ser
         return ScheduleLine(latency_s=lat_total, seconds_per_byte=per_byte, phases=len(phases))
+
+    def _group_phase_cost(self, ph: PhaseArrays, groups: np.ndarray) -> tuple[float, float]:
+        """``phase_cost`` of one phase run by every group, on an EPS level 1, without expanding it
+        to G·T transfers: the phase is the same in every group, so injection / ejection bytes are
+        its per-local-rank sums placed on each group's accelerators, and rack-to-rack bytes are
+        Σ_g P_gᵀ F P_g with F the phase's local byte matrix and P_g the racks of group g (one-hot).
+        A 512-rank one-shot all-reduce phase (261 632 transfers) becomes a 512 × 512 matrix
+        product. Equal to ``phase_cost`` up to float summation order."""
+        n = groups.shape[1]
+        keep = ph.src != ph.dst  # ranks of a group are distinct: a self transfer is the only local one
+        s, d, f = ph.src[keep], ph.dst[keep], ph.fraction[keep].astype(float)
+        if s.size == 0:
+            return 0.0, 0.0
+        accs = self.acc[groups]  # (G, n) accelerators
+        flat = accs.reshape(-1)
+        out_local = np.bincount(s, weights=f, minlength=n)
+        in_local = np.bincount(d, weights=f, minlength=n)
+        tx = np.bincount(flat, weights=np.tile(out_local, groups.shape[0]))
+        rx = np.bincount(flat, weights=np.tile(in_local, groups.shape[0]))
+        worst = max(tx.max(), rx.max()) / self.port_cap
+        k = self.racks
+        racks = accs // self.rack_size
+        one_hot = np.zeros((groups.shape[0], n, k))
+        np.put_along_axis(one_hot, racks[:, :, None], 1.0, axis=2)
+        local_bytes = np.zeros((n, n))
+        np.add.at(local_bytes, (s, d), f)
+        local_count = np.zeros((n, n))
+        np.add.at(local_count, (s, d), 1.0)
+        rack_bytes = (one_hot.transpose(0, 2, 1) @ (local_bytes @ one_hot)).sum(axis=0)  # (k, k)
+        rack_count = (one_hot.transpose(0, 2, 1) @ (local_count @ one_hot)).sum(axis=0)
+        inter = rack_count > 0
+        intra = bool(np.diagonal(inter).any())
+        np.fill_diagonal(inter, False)
+        latency = self.intra_latency_s if intra else 0.0
+        if inter.any():
+            between = np.where(inter, rack_bytes, 0.0)
+            if self.spec.level2_kind == EPS:
+                latency = max(latency, self.inter_latency_s)
+                worst = max(worst, max(between.sum(axis=1).max(), between.sum(axis=0).max()) / self.uplink_cap)
+            else:  # hybrid: rack-pair bytes over the shortest circuit routes
+                pl = self.pair_latency_s[inter.reshape(-1)]
+                if not np.isfinite(pl).all():
+                    raise SpecError(f"no level-2 circuit route between racks on {self.spec.kind}; "
+                                    "size the rack circuits to the demand (hybrid_for_demand)")
+                latency = max(latency, float(pl.max()))
+                load = between.reshape(-1) @ self.share
+                used = load > 0
+                if used.any():
+                    worst = max(worst, float((load[used] / self.circuit_cap[used]).max()))
+        return float(latency), float(worst)
 
 
 __all__ = ["PhasePricer", "ScheduleLine"]

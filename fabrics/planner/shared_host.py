@@ -178,6 +178,22 @@ class _Pricer:
         self.ladders: dict[tuple, list] = {}
         self.raised: dict[tuple, tuple] = {}
         self._subgroups: dict[tuple[int, ...], int] = {}
+        self._compress: dict[tuple[int, ...], dict[int, int]] = {}
+        self._block_fold: dict[tuple, bool] = {}
+
+    def compress_table(self, bits: tuple[int, ...]) -> dict[int, int]:
+        """Host mask → axis-local mask for every mask inside the block ``bits``."""
+        hit = self._compress.get(bits)
+        if hit is None:
+            hit = self._compress[bits] = {expand(x, bits): x for x in range(1 << len(bits))}
+        return hit
+
+    def is_block_fold(self, a: int, local: tuple[int, ...]) -> bool:
+        key = (a, local)
+        hit = self._block_fold.get(key)
+        if hit is None:
+            hit = self._block_fold[key] = complete_blocks(a, local) is not None
+        return hit
 
     def subgroup(self, bits: tuple[int, ...]) -> int:
         """Bitset of every mask inside the block ``bits`` (the support rule's test, A.1)."""
@@ -398,6 +414,7 @@ class _LeafSearch:
         self.subgroups = {k: pricer.subgroup(bits[k]) for k in active}
         self.min_step = min(axes[k].a for k in active)  # the cheapest multiplicity step: a plain-cube axis
         self._seen: dict[tuple, list] = {}
+        self._contrib: dict[tuple, tuple] = {}
 
     def option(self, k: int, own: frozenset[int]) -> tuple:
         """(own set, its bitset, its axis-local masks) of one ladder option of axis k."""
@@ -414,9 +431,9 @@ class _LeafSearch:
         key = (self.bits[k], full)
         if key in self._full:
             return self._full[key]
-        bits = self.bits[k]
-        local = [compress(g, bits) for g in _members(full)]
-        out = tuple(sorted(local)) if complete_blocks(self.axes[k].a, local) is not None else None
+        table = self.pricer.compress_table(self.bits[k])
+        local = tuple(sorted(table[g] for g in _members(full)))
+        out = local if self.pricer.is_block_fold(self.axes[k].a, local) else None
         self._full[key] = out
         return out
 
@@ -438,18 +455,24 @@ class _LeafSearch:
         if seen is None:
             rows = []  # (k, weight, own local, own bitset, full local or None, full bitset)
             total = floor = 0.0
+            contrib, subgroups = self._contrib, self.subgroups
             for k, (own, own_bits, ol) in chosen:
-                fb = host & self.subgroups[k]
-                fl = self.full_local(k, fb) if fb != own_bits else None  # own ⊆ full: larger iff different
-                w = axes[k].weight
-                rows.append((k, w, ol, own_bits, fl, fb))
-                to, ho = time(k, ol, 1)
-                if fl is not None:
-                    tf, hf = time(k, fl, 1)
-                    if hf is not None and (ho is None or tf <= to):
-                        to, ho = tf, hf
-                total += w * to
-                floor += w * (ho * lam if ho is not None else float("inf"))
+                fb = host & subgroups[k]
+                # axis k's row and its w·T and w·h·λ at p = 1 depend only on (own set, supported set)
+                hit = contrib.get((k, own_bits, fb))
+                if hit is None:
+                    fl = self.full_local(k, fb) if fb != own_bits else None  # own ⊆ full: larger iff different
+                    w = axes[k].weight
+                    to, ho = time(k, ol, 1)
+                    if fl is not None:
+                        tf, hf = time(k, fl, 1)
+                        if hf is not None and (ho is None or tf <= to):
+                            to, ho = tf, hf
+                    hit = contrib[(k, own_bits, fb)] = ((k, w, ol, own_bits, fl, fb), w * to,
+                                                        w * (ho * lam if ho is not None else float("inf")))
+                rows.append(hit[0])
+                total += hit[1]
+                floor += hit[2]
             seen = self._seen[key] = [rows, total, floor, None, None]
         rows, total, floor = seen[0], seen[1], seen[2]
         n = host.bit_count()

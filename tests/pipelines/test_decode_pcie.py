@@ -61,3 +61,12 @@ def test_decode_on_pcie_bad_input_is_one_line_exit_2(pipeline, overrides, messag
     lines = [ln for ln in proc.stderr.strip().splitlines() if ln]
     assert len(lines) == 1 and message in lines[0], proc.stderr
     assert not (out / "results.json").exists()
+
+
+def test_decode_on_pcie_with_fewer_requests_than_ep_ranks(pipeline):
+    # DP attention: 8 requests on 16 ranks leave 8 ranks without tokens (they still host experts)
+    proc, out = pipeline("decode", *BASE, "scheduler=nccl", "batch=8")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = _results(out)
+    assert res["tokens"] == 8 and res["tokens_per_rank"] == 1 and res["ep"] == 16
+    assert res["alltoallv"]["total_s"] > 0
