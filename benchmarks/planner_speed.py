@@ -1,22 +1,42 @@
-"""Planner speed (issue: ≤ 2 s per request cold, ≤ 1 ms cached).
+"""Planner and fabric-preparation speed (issue #4: ≤ 2 s per plan cold, ≤ 1 ms cached; the search
+target: a whole Megatron search cell on hybrid / all-OCS in a few seconds).
 
-Requests: the Table 6 worked plan (N = 256, L = 18, two meshes) and a 512-accelerator Helix
-deployment with two meshes (attention (KVP, TPA) = (4, 128): all-to-all on KVP; FFN (EP, TPE)
-= (64, 8): all-gather 256 KiB on EP, all-reduce 4 KiB on TPE; 128 calls per step each, L = 36).
-Cold = every cache emptied (plan cache, axis prices, topology invariants and tilings).
+Measures, medians of ``--repeat`` runs:
 
-    .venv/bin/python benchmarks/planner_speed.py [--repeat 3]
+* plan requests, cold (plan cache, per-axis prices, collectives invariants and phase matrices all
+  emptied) and cached (request built and hashed, plan from the cache):
+  - Table 6 (N = 256, L = 18, two meshes);
+  - Helix two-mesh (N = 512, L = 36: (4, 128) all-to-all on KVP; (64, 8) all-gather 256 KiB on EP,
+    all-reduce 4 KiB on TPE; 128 calls per step each);
+  - Helix decode (Megatron 5T B = 1 at (4, 128, 16, 32) as the decode pipeline asks: the world
+    all-reduce, the LM-head all-gather and the two region meshes; L = 36);
+* ``--splits``: planning every Helix split of Megatron 5T (B = 1, 5M; 72 demands) as a search cell
+  does (plan cache emptied per split, prices of earlier splits kept): total, median, slowest;
+* ``--cells``: one whole analytical search cell (72 splits, ``pipelines.search.time_splits``) on
+  all-EPS, hybrid and all-OCS, wall seconds.
+
+``--baseline REV`` runs the same measurements on ``git archive REV`` (read-only: the tree is
+extracted into a temporary folder and this script runs there in a subprocess) and prints
+before / after / ratio side by side.
+
+    .venv/bin/python benchmarks/planner_speed.py [--repeat 3] [--splits] [--cells] [--baseline REV]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
 import time
+from io import BytesIO
+from pathlib import Path
 
-from collectives.topology import clear_caches
-from fabrics.planner import clear_plan_cache, plan, request_from_dict
-
+ROOT = Path(__file__).resolve().parent.parent
 KiB = 1024
 
 REQUESTS = {
@@ -29,29 +49,177 @@ REQUESTS = {
          "weights": [128, 128]}]),
 }
 
+# Table 1 rows of Megatron 5T, B = 1, Helix (4, 128, 16, 32): what the decode pipeline plans for
+DECODE_ROWS = [("attention", "world", "allreduce", 1, 512, 128, 4 * KiB),
+               ("attention", "kvp", "alltoall", 128, 4, 128, 66),
+               ("attention", "tpa", "none", 4, 128, 0, 0),
+               ("ffn", "ep", "allgather", 32, 16, 128, 256 * KiB),
+               ("ffn", "tpe", "allreduce", 16, 32, 128, 4 * KiB),
+               ("lm_head", "world", "allgather", 1, 512, 1, 25 * KiB)]
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
-    print(f"{'request':<28} {'cold median s':>14} {'target s':>9} {'cold/target':>12} {'cached median ms':>17} "
-          f"{'target ms':>10} {'T µs':>8} {'ports':>6}")
-    for name, kw in REQUESTS.items():
+
+def _empty_caches() -> None:
+    from collectives.topology import clear_caches
+    from fabrics.planner import clear_plan_cache
+
+    clear_plan_cache()
+    clear_caches()
+    try:  # absent before the fabric caches existed (baseline revisions)
+        from fabrics.analytical import clear_fabric_caches
+
+        clear_fabric_caches()
+        from fabrics.phase_pricing import clear_phase_cache
+
+        clear_phase_cache()
+    except ImportError:
+        pass
+
+
+def _decode_request():
+    from fabrics.network_model import DemandEntry
+    from fabrics.planner import request_from_demand
+
+    demand = tuple(DemandEntry(region=r, axis=a, collective=c, groups=g, ranks=n, calls_per_step=k, payload_bytes=p)
+                   for r, a, c, g, n, k, p in DECODE_ROWS)
+    return request_from_demand(demand, world=512, ports=36, link_rate_Bps=5e10, hop_latency_s=0.52e-6)[0]
+
+
+def measure_plans(repeat: int) -> dict:
+    from fabrics.planner import plan, request_from_dict
+
+    builders = {name: (lambda kw=kw: request_from_dict(**kw)) for name, kw in REQUESTS.items()}
+    builders["helix decode (N=512, L=36, 4 meshes)"] = _decode_request
+    out = {}
+    for name, build in builders.items():
         cold, warm = [], []
-        for _ in range(args.repeat):
-            clear_plan_cache()
-            clear_caches()
-            req = request_from_dict(**kw)
+        for _ in range(repeat):
+            _empty_caches()
+            req = build()
             t = time.perf_counter()
             p = plan(req)
             cold.append(time.perf_counter() - t)
             for _ in range(20):
                 t = time.perf_counter()
-                plan(request_from_dict(**kw))  # includes building and hashing the request
+                plan(build())  # includes building and hashing the request
                 warm.append(time.perf_counter() - t)
-        c, w = statistics.median(cold), statistics.median(warm) * 1e3
-        print(f"{name:<28} {c:>14.3f} {2.0:>9.1f} {c / 2.0:>12.2f} {w:>17.3f} {1.0:>10.1f} "
-              f"{p.total_time_s * 1e6:>8.2f} {p.ports_used:>3}/{p.ports}")
+        out[f"plan cold s: {name}"] = statistics.median(cold)
+        out[f"plan cached ms: {name}"] = statistics.median(warm) * 1e3
+        out[f"plan T µs: {name}"] = p.total_time_s * 1e6
+    return out
+
+
+def _cfg(fabric: str, batch: int = 1, context: str = "5M"):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(Path.cwd() / "conf"), version_base=None):
+        return compose(config_name="search", overrides=[f"fabric={fabric}", f"batch={batch}", f"context={context}",
+                                                        "tracking.enabled=false"])
+
+
+def _split_demands():
+    from gxnet.demand import deployment_demand
+    from gxnet.parallel import ParallelSpec
+    from gxnet.splits import helix_splits
+
+    from collectives.errors import SpecError
+    from pipelines.specs import deployment_spec, model_spec
+
+    cfg = _cfg("all_ocs")
+    out = []
+    for split in helix_splits(model_spec(cfg), 512):
+        par = ParallelSpec(scheme="helix", kvp=split.kvp, tpa=split.tpa, ep=split.ep, tpe=split.tpe)
+        try:
+            out.append(deployment_demand(deployment_spec(cfg, parallel=par)))
+        except SpecError:
+            continue
+    return out
+
+
+def measure_splits() -> dict:
+    from fabrics.deployment_network import planning_demand
+    from fabrics.planner import plan, plan_cache, request_from_demand
+
+    demands = _split_demands()
+    _empty_caches()
+    times = []
+    for demand in demands:
+        req, _ = request_from_demand(planning_demand(demand), world=512, ports=36, link_rate_Bps=5e10,
+                                     hop_latency_s=0.52e-6)
+        plan_cache.clear()
+        t = time.perf_counter()
+        plan(req)
+        times.append(time.perf_counter() - t)
+    return {"72 split plans total s": sum(times), "72 split plans median ms": statistics.median(times) * 1e3,
+            "72 split plans slowest s": max(times)}
+
+
+def measure_cells() -> dict:
+    from pipelines.search import time_splits
+
+    out = {}
+    for fabric in ("all_eps", "hybrid", "all_ocs"):
+        _empty_caches()
+        cfg = _cfg(fabric)
+        t = time.perf_counter()
+        rows = time_splits(cfg)
+        out[f"search cell s: {fabric} ({len(rows)} splits)"] = time.perf_counter() - t
+    return out
+
+
+def measure(args) -> dict:
+    out = measure_plans(args.repeat)
+    if args.splits:
+        out.update(measure_splits())
+    if args.cells:
+        out.update(measure_cells())
+    return out
+
+
+def baseline(rev: str, args) -> dict:
+    """The same measurements on ``git archive rev`` (extracted to a temporary folder)."""
+    blob = subprocess.run(["git", "archive", "--format=tar", rev], cwd=ROOT, capture_output=True, check=True).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(fileobj=BytesIO(blob)) as tar:
+            tar.extractall(tmp, filter="data")
+        script = Path(tmp) / "benchmarks" / "planner_speed_current.py"
+        script.write_text(Path(__file__).read_text())
+        cmd = [sys.executable, str(script), "--json", "--repeat", str(args.repeat)]
+        cmd += ["--splits"] * args.splits + ["--cells"] * args.cells
+        env = {**os.environ, "PYTHONPATH": tmp}
+        proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
+        if proc.returncode:
+            sys.exit(f"baseline {rev} failed:\n{proc.stderr[-3000:]}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+TARGETS = {"plan cold s": 2.0, "plan cached ms": 1.0}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--splits", action="store_true", help="plan the 72 Megatron splits as a search cell does")
+    ap.add_argument("--cells", action="store_true", help="time whole search cells (all-EPS, hybrid, all-OCS)")
+    ap.add_argument("--baseline", metavar="REV", help="also measure git revision REV and print ratios")
+    ap.add_argument("--json", action="store_true", help="print the measurements as one JSON line")
+    args = ap.parse_args()
+    if args.json:
+        print(json.dumps(measure(args)))
+        return
+    before = baseline(args.baseline, args) if args.baseline else None
+    after = measure(args)
+    head = f"{'measurement':<58} {'after':>10}"
+    if before:
+        head += f" {'before':>10} {'before/after':>13}"
+    print(head + f" {'target':>8}")
+    for key, value in after.items():
+        line = f"{key:<58} {value:>10.3f}"
+        if before:
+            b = before.get(key)
+            ratio = "" if b is None or "T µs" in key or not value else f"{b / value:.1f}x"
+            line += f" {b if b is not None else float('nan'):>10.3f} {ratio:>13}"
+        target = next((t for prefix, t in TARGETS.items() if key.startswith(prefix)), None)
+        print(line + (f" {target:>8}" if target is not None else ""))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ cost one pricing (Section 5.4).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -41,6 +42,40 @@ class ScheduleLine:
 
 
 _AGGREGATE_ABOVE = 8192  # transfers per phase (all groups) above which EPS phases are priced by rack matrices
+
+# Explicit keyed cache (DESIGN.md): a phase's local byte / transfer-count matrices, by phase object
+# (held in the value so its id cannot be reused); bounded, least recently used dropped first.
+_LOCAL_MATRICES: "OrderedDict[int, tuple]" = OrderedDict()
+_LOCAL_MATRICES_KEEP = 256
+
+
+def clear_phase_cache() -> None:
+    _LOCAL_MATRICES.clear()
+
+
+def _local_matrices(ph: PhaseArrays, n: int):
+    """(bytes out per local rank, bytes in, n×n bytes, n×n transfer counts) of one phase in a group
+    of n ranks, self transfers dropped; None when nothing moves."""
+    hit = _LOCAL_MATRICES.get(id(ph))
+    if hit is not None and hit[0] is ph and hit[1] == n:
+        _LOCAL_MATRICES.move_to_end(id(ph))
+        return hit[2]
+    keep = ph.src != ph.dst  # ranks of a group are distinct: a self transfer is the only local one
+    s, d, f = ph.src[keep], ph.dst[keep], ph.fraction[keep].astype(float)
+    if s.size == 0:
+        out = None
+    else:
+        cell = s * n + d
+        count = np.bincount(cell, minlength=n * n).reshape(n, n).astype(float)
+        # one-shot / direct / two-shot phases: every ordered pair once, the same fraction each
+        uniform = s.size == n * (n - 1) and f.min() == f.max() and bool((count + np.eye(n) == 1.0).all())
+        out = (np.bincount(s, weights=f, minlength=n), np.bincount(d, weights=f, minlength=n),
+               np.bincount(cell, weights=f, minlength=n * n).reshape(n, n), count,
+               float(f[0]) if uniform else None)
+    _LOCAL_MATRICES[id(ph)] = (ph, n, out)
+    while len(_LOCAL_MATRICES) > _LOCAL_MATRICES_KEEP:
+        _LOCAL_MATRICES.popitem(last=False)
+    return out
 
 
 class PhasePricer:
@@ -193,27 +228,33 @@ class PhasePricer:
         A 512-rank one-shot all-reduce phase (261 632 transfers) becomes a 512 × 512 matrix
         product. Equal to ``phase_cost`` up to float summation order."""
         n = groups.shape[1]
-        keep = ph.src != ph.dst  # ranks of a group are distinct: a self transfer is the only local one
-        s, d, f = ph.src[keep], ph.dst[keep], ph.fraction[keep].astype(float)
-        if s.size == 0:
+        local = _local_matrices(ph, n)
+        if local is None:
             return 0.0, 0.0
+        out_local, in_local, local_bytes, local_count, uniform = local
         accs = self.acc[groups]  # (G, n) accelerators
         flat = accs.reshape(-1)
-        out_local = np.bincount(s, weights=f, minlength=n)
-        in_local = np.bincount(d, weights=f, minlength=n)
         tx = np.bincount(flat, weights=np.tile(out_local, groups.shape[0]))
         rx = np.bincount(flat, weights=np.tile(in_local, groups.shape[0]))
         worst = max(tx.max(), rx.max()) / self.port_cap
-        k = self.racks
+        k, g = self.racks, groups.shape[0]
         racks = accs // self.rack_size
-        one_hot = np.zeros((groups.shape[0], n, k))
-        np.put_along_axis(one_hot, racks[:, :, None], 1.0, axis=2)
-        local_bytes = np.zeros((n, n))
-        np.add.at(local_bytes, (s, d), f)
-        local_count = np.zeros((n, n))
-        np.add.at(local_count, (s, d), 1.0)
-        rack_bytes = (one_hot.transpose(0, 2, 1) @ (local_bytes @ one_hot)).sum(axis=0)  # (k, k)
-        rack_count = (one_hot.transpose(0, 2, 1) @ (local_count @ one_hot)).sum(axis=0)
+        if uniform is not None:
+            # every ordered pair of a group once: rack pair (r, s) carries c_r·c_s − [r = s]·c_r
+            # transfers, c = the group's ranks per rack (no matrix product over ranks needed)
+            per_group = np.bincount((np.arange(g)[:, None] * k + racks).reshape(-1), minlength=g * k)
+            c = per_group.reshape(g, k).astype(float)
+            rack_count = np.einsum("gi,gj->ij", c, c) - np.diag(c.sum(axis=0))
+            rack_bytes = uniform * rack_count
+        else:
+            one_hot = np.zeros((g, n, k))
+            np.put_along_axis(one_hot, racks[:, :, None], 1.0, axis=2)
+            # Σ_g P_gᵀ F P_g as 2-D products (numpy's stacked matmul does not use BLAS)
+            spread = one_hot.transpose(1, 0, 2).reshape(n, g * k)  # [local rank, (group, rack)]
+            both = np.concatenate([local_bytes, local_count]) @ spread  # (2n, g·k): F P_g, C P_g
+            lhs = one_hot.reshape(g * n, k).T  # (k, g·n)
+            rack_bytes = lhs @ both[:n].reshape(n, g, k).transpose(1, 0, 2).reshape(g * n, k)
+            rack_count = lhs @ both[n:].reshape(n, g, k).transpose(1, 0, 2).reshape(g * n, k)
         inter = rack_count > 0
         intra = bool(np.diagonal(inter).any())
         np.fill_diagonal(inter, False)
@@ -236,4 +277,4 @@ class PhasePricer:
         return float(latency), float(worst)
 
 
-__all__ = ["PhasePricer", "ScheduleLine"]
+__all__ = ["PhasePricer", "ScheduleLine", "clear_phase_cache"]

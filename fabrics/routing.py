@@ -290,11 +290,12 @@ def configure_ocs(fabric: PhysicalFabric, allocation: Allocation,
     acc = allocation.accelerators
     cross: dict[int, dict[int, int]] = defaultdict(dict)
     down = spec.rack_size
+    colourings: dict[tuple[int, ...], list[int]] = {}  # ports carrying the same permutation share it
     for j, perm in enumerate(perms):
         if perm is None:
             continue
         perm = tuple(perm)
-        if sorted(perm) != list(range(world)):
+        if perm not in colourings and sorted(perm) != list(range(world)):
             raise SpecError(f"port {j}: the logical topology must give a permutation of the {world} ranks")
         if spec.levels == 1:
             dev = fabric.level1[0][j]
@@ -313,7 +314,9 @@ def configure_ocs(fabric: PhysicalFabric, allocation: Allocation,
             else:
                 inter.append((rs, rd, s, d))
         try:
-            colour = colour_bipartite([(rs, rd) for rs, rd, _, _ in inter], spec.up_ports)
+            colour = colourings.get(perm)
+            if colour is None:
+                colour = colourings[perm] = colour_bipartite([(rs, rd) for rs, rd, _, _ in inter], spec.up_ports)
         except ValueError:
             raise SpecError(
                 f"port {j}: more circuits leave a rack than its {spec.up_ports} uplinks per rail; "

@@ -77,3 +77,121 @@ def test_missing_circuit_is_a_spec_error():
     routed = routed_fabric("single_ocs", 16)
     with pytest.raises(SpecError, match="no circuit"):
         PhasePricer(routed).phase_cost(np.array([0]), np.array([3]), np.array([1.0]))  # 0→3 is not a cube edge
+
+
+# --- the fast paths equal the straightforward ones ----------------------------------------------
+
+@pytest.mark.parametrize("kind, world", [("single_eps", 32), ("all_eps", 32), ("hybrid", 32), ("all_eps", 64),
+                                         ("hybrid", 64)])
+def test_group_aggregated_phase_equals_per_transfer_phase(kind, world):
+    """Large EPS phases are priced from local byte matrices and group rack counts; the result must
+    be the per-transfer ``phase_cost`` (uniform one-shot phases and non-uniform ones)."""
+    from fabrics.native import native_schedules
+
+    routed = routed_fabric(kind, world)
+    pricer = PhasePricer(routed)
+    rng = np.random.default_rng(3)
+    checked = 0
+    for size in (2, 4, 8, 16, world):
+        groups = rng.permutation(world).reshape(-1, size)  # scattered over racks
+        for coll in ("allreduce", "alltoall", "allgather"):
+            for name in native_schedules(coll):
+                for ph in native_phases(coll, name, size):
+                    if ph.src.size == 0:
+                        continue
+                    fast = pricer._group_phase_cost(ph, groups)
+                    ref = pricer.phase_cost(groups[:, ph.src].reshape(-1), groups[:, ph.dst].reshape(-1),
+                                            np.tile(ph.fraction, groups.shape[0]).astype(float))
+                    assert fast == pytest.approx(ref, rel=1e-12, abs=0.0)
+                    checked += 1
+    assert checked > 20
+
+
+def test_schedule_line_is_memoised_per_phases_and_groups():
+    routed = routed_fabric("all_eps", 32)
+    pricer = PhasePricer(routed)
+    phases = native_phases("allreduce", "one_shot", 16)
+    groups = np.arange(32).reshape(2, 16)
+    first = pricer.schedule_line(phases, groups)
+    assert pricer.schedule_line(phases, groups.copy()) is first
+    other = pricer.schedule_line(phases, groups[:, ::-1])  # same ranks, another order: priced again
+    assert other is not first and other.time_s(4096) == pytest.approx(first.time_s(4096))  # symmetric schedule
+
+
+@pytest.mark.parametrize("kind", ["single_ocs", "all_ocs"])
+def test_circuit_table_equals_following_every_circuit(kind):
+    """``configure_ocs`` derives circuits per accelerator pair from the permutations; ``route``
+    without that table follows every circuit through the cross-connects: both must agree."""
+    from dataclasses import replace
+
+    from fabrics.allocation import bit_allocation
+    from fabrics.routing import _circuit_table
+
+    world = 64
+    d = {"kind": kind, "ports": 8, "link_rate": R}
+    if kind == "all_ocs":
+        d.update(accelerators=world, down_ports=8, switch_radix=16, up_ports=8)
+    f = fabric_from_dict(d, world=world)
+    alloc = bit_allocation(world, 8, (5, 0, 3)) if kind == "all_ocs" else linear_allocation(world)
+    perms = xor_port_permutations(world, {1: 2, 2: 1, 4: 1, 8: 1, 16: 1, 32: 1, 63: 1}, 8)
+    config = configure_ocs(f, alloc, perms)
+    fast = route(f, alloc, config)
+    walked = route(f, alloc, replace(config, circuit_table=None))
+    assert dict(fast._circuits) == _circuit_table(fast) == dict(walked._circuits)
+    assert len(fast._circuits) == world * 7
+    for x in (0, 5, 63):
+        assert len(fast.paths(x, x ^ 1)) == 2 and fast.latency_s(x, x ^ 1) == walked.latency_s(x, x ^ 1)
+        assert fast.paths(x, x ^ 3) == ()
+
+
+def _reference_water_fill(demand, up_ports, *, reserve_ring):
+    """The water-filling as first written: a full scan of all rack pairs per circuit."""
+    racks = demand.shape[0]
+    counts = np.zeros((racks, racks), dtype=np.int64)
+    out_free = np.full(racks, up_ports, dtype=np.int64)
+    in_free = np.full(racks, up_ports, dtype=np.int64)
+    off_diag = ~np.eye(racks, dtype=bool)
+    r_idx, s_idx = np.indices((racks, racks))
+    order = ((s_idx - r_idx) % racks) * racks + r_idx
+    if reserve_ring and racks > 1:
+        for r in range(racks):
+            counts[r, (r + 1) % racks] += 1
+        out_free -= 1
+        in_free -= 1
+    for phase in ("demand", "fill"):
+        while True:
+            ok = off_diag & (out_free[:, None] > 0) & (in_free[None, :] > 0)
+            if phase == "demand":
+                ok &= demand > 0
+                prio = demand / (counts + 1)
+            else:
+                prio = -counts.astype(float)
+            if not ok.any():
+                break
+            best = prio[ok].max()
+            flat = int(np.argmin(np.where(ok & (prio == best), order, np.iinfo(np.int64).max)))
+            r, s = divmod(flat, racks)
+            counts[r, s] += 1
+            out_free[r] -= 1
+            in_free[s] -= 1
+    return counts
+
+
+def test_heap_water_fill_equals_scan():
+    from fabrics.routing import _water_fill
+
+    rng = np.random.default_rng(0)
+    for trial in range(120):
+        racks = int(rng.choice([2, 3, 4, 8, 16]))
+        up = int(rng.choice([1, 2, 4, 8]))
+        kind = trial % 3
+        if kind == 0:
+            demand = rng.integers(0, 5, (racks, racks)).astype(float) * 1024  # many ties
+        elif kind == 1:
+            demand = (rng.random((racks, racks)) < 0.2) * rng.random((racks, racks)) * 1e6  # sparse
+        else:
+            demand = np.full((racks, racks), 4096.0)  # uniform: the circulant
+        np.fill_diagonal(demand, 0.0)
+        for ring in (False, True):
+            assert np.array_equal(_water_fill(demand, up, reserve_ring=ring),
+                                  _reference_water_fill(demand, up, reserve_ring=ring))
