@@ -106,20 +106,33 @@ def bit_allocation(world: int, rack_size: int, rack_bits: Sequence[int]) -> Allo
 
 def rack_demand_bytes(racks_of_rank: np.ndarray, traffic: Sequence[TrafficGroups], racks: int) -> np.ndarray:
     """racks × racks matrix of bytes sent between different racks (diagonal zero)."""
-    demand = np.zeros((racks, racks), dtype=float)
+    return _rack_demand(racks_of_rank, _prepared(traffic), racks)
+
+
+def _prepared(traffic: Sequence[TrafficGroups]) -> list[tuple[float, np.ndarray | None, tuple]]:
+    """(pair bytes, groups as an array when all have one size, groups) of the non-empty traffic."""
+    out = []
     for t in traffic:
         if not t.groups or t.pair_bytes == 0:
             continue
-        sizes = {len(g) for g in t.groups}
-        if len(sizes) == 1:  # vectorised: one bincount row per group
-            members = racks_of_rank[np.asarray(t.groups, dtype=np.int64)]
-            counts = np.zeros((len(t.groups), racks))
-            np.add.at(counts, (np.repeat(np.arange(len(t.groups)), members.shape[1]), members.ravel()), 1.0)
-            demand += t.pair_bytes * counts.T @ counts
+        same = len({len(g) for g in t.groups}) == 1
+        out.append((t.pair_bytes, np.asarray(t.groups, dtype=np.int64) if same else None, t.groups))
+    return out
+
+
+def _rack_demand(racks_of_rank: np.ndarray, prepared, racks: int) -> np.ndarray:
+    demand = np.zeros((racks, racks), dtype=float)
+    for pair_bytes, array, groups in prepared:
+        if array is not None:  # vectorised: one bincount row per group
+            members = racks_of_rank[array]
+            rows = np.repeat(np.arange(len(groups)) * racks, members.shape[1])
+            counts = np.bincount(rows + members.ravel(), minlength=len(groups) * racks)
+            counts = counts.reshape(len(groups), racks).astype(float)
+            demand += pair_bytes * counts.T @ counts
         else:
-            for g in t.groups:
+            for g in groups:
                 c = np.bincount(racks_of_rank[list(g)], minlength=racks).astype(float)
-                demand += t.pair_bytes * np.outer(c, c)
+                demand += pair_bytes * np.outer(c, c)
     np.fill_diagonal(demand, 0.0)
     return demand
 
@@ -137,10 +150,16 @@ def balanced_hybrid_allocation(fabric: PhysicalFabric, world: int, traffic: Sequ
     racks = world // spec.rack_size
     best: tuple | None = None
     worst_of: dict[bytes, float] = {}  # many bit sets give the same rack demand: size circuits once
+    ranks = np.arange(world, dtype=np.int64)
+    label_bits = [(ranks >> x) & 1 for x in range(n)]
+    prepared = _prepared(traffic)
     for bits in combinations(range(n), b):
-        alloc = bit_allocation(world, spec.rack_size, bits)
-        rack_of = alloc.rack_of_rank(fabric)
-        demand = rack_demand_bytes(rack_of, traffic, fabric.spec.racks)
+        # the rack of each rank under bit_allocation(world, rack_size, bits), without building it
+        others = [x for x in range(n) if x not in bits]
+        rack_of = np.zeros(world, dtype=np.int64)
+        for k, x in enumerate(others):
+            rack_of |= label_bits[x] << k
+        demand = _rack_demand(rack_of, prepared, fabric.spec.racks)
         memo = demand.tobytes()
         worst = worst_of.get(memo)
         if worst is None:
@@ -148,7 +167,7 @@ def balanced_hybrid_allocation(fabric: PhysicalFabric, world: int, traffic: Sequ
             worst = worst_of[memo] = float(rack_circuit_load(demand, counts).max(initial=0.0))
         key = (worst, float(demand.sum()), bits)
         if best is None or key < best[0]:
-            best = (key, alloc)
+            best = (key, bits)
     assert best is not None and racks >= 1
-    alloc = best[1]
+    alloc = bit_allocation(world, spec.rack_size, best[1])
     return Allocation(accelerators=alloc.accelerators, name=f"hybrid_balanced{alloc.name[4:]}")

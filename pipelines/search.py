@@ -57,6 +57,9 @@ def task(cfg):
             f"no feasible Helix split for {plain(cfg['model'])['name']} at world={cfg['world']}, "
             f"batch={cfg['batch']}, context={cfg['context']}: {rows[0]['reason'] if rows else 'no splits'}"
         )
+    power_W = cell_power_W(cfg)
+    for r in feasible:  # system power depends on the fabric and world, not on the split (D.4)
+        r["tokens_per_s_per_MW"] = None if power_W is None else r["throughput_tok_s"] / power_W * 1e6
     best = max(feasible, key=lambda r: (r["interactivity_tok_s_user"], -r["parallel"]["kvp"]))
     search = plain(cfg.get("search") or {})
     within = float(search.get("within", 0.07))
@@ -71,6 +74,8 @@ def task(cfg):
             _, step = evaluate(cfg, dep)
             r["resimulated_decode_step_s"] = step.decode_step_s
         best = min(near, key=lambda r: r["resimulated_decode_step_s"])
+        if power_W is not None:
+            best["tokens_per_s_per_MW"] = cfg["batch"] / best["resimulated_decode_step_s"] / power_W * 1e6
     fabric = plain(cfg["fabric"]).get("name")
     results = {
         "model": plain(cfg["model"])["name"],
@@ -82,6 +87,7 @@ def task(cfg):
         "feasible": len(feasible),
         "near_best": len(near),
         "resimulated": resimulated,
+        "system_power_W": power_W,
         "best": best,
         "search_wall_s": time.perf_counter() - t0,
         "splits": rows,
@@ -91,6 +97,14 @@ def task(cfg):
           f"{best['interactivity_tok_s_user']:.1f} tok/s/user ({results['search_wall_s']:.2f} s)")
     return results, {"splits.png": plot_splits(rows, title=f"{results['model']} B={cfg['batch']} "
                                                          f"ctx={cfg['context']} {fabric}")}
+
+
+def cell_power_W(cfg) -> float | None:
+    from pipelines.network import fabric_power
+    from pipelines.specs import accelerator_spec
+
+    power = fabric_power(cfg, accelerator_spec(cfg), positive_int(cfg["world"], "world"))
+    return None if power is None else power["system_power_W"]
 
 
 def plot_splits(rows: list[dict], title: str) -> bytes:

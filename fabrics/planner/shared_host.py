@@ -17,6 +17,12 @@ All meshes share one host graph Cay((Z2)^n, S) over the rank labels of N = 2^n a
    axes takes the largest multiplicity any of them requires, and an axis runs at the pace of its
    least-multiplied generator. Objective Σ w·T, T = h·λ + v·σ/(p·R) (Eq. 1), subject to
    Σ_g p_g ≤ L with shared generators counted once (Eq. 2).
+   The search is exact but fast (``_LeafSearch``): generator sets are integer bitsets, prices and
+   per-axis contributions are memoised per request, the multiplicity greedy is memoised by the
+   leaf's structure (which own / supported sets each generator is in), and a leaf whose lower
+   bound (every axis at the most multiplicity the spare ports allow it) exceeds an objective
+   already reached is not raised. Plans are bit-identical to the unmemoised search
+   (``tests/unit/test_fabrics_planner_search.py``).
 4. **Edge colouring.** Every generator's edges form a perfect matching, so colouring edges by
    generator (p_g ports each) is proper; the colouring is checked port by port and, on failure,
    the plan is redone with one port fewer (Figure 12: "on failure: replan").
@@ -283,6 +289,9 @@ def _partition_sets(req: PlanRequest) -> list[tuple[tuple[tuple[int, ...], ...],
 # --- evaluation ----------------------------------------------------------------------------
 
 class _Evaluator:
+    """The objective of one leaf written plainly (host and own sets as frozensets); the search uses
+    ``_LeafSearch``, which computes the same numbers, and the final axis plans are read from here."""
+
     def __init__(self, req: PlanRequest, axes: list[_Axis], bits: list[tuple[int, ...]], pricer: _Pricer):
         self.req, self.axes, self.bits, self.pricer = req, axes, bits, pricer
         self.blocks = [sum(1 << b for b in bs) for bs in bits]
@@ -358,11 +367,15 @@ def _aligned_ladder(ax: _Axis, k: int, bits: list[tuple[int, ...]], pricer: _Pri
         points = []
         for local, deg, t in _ladder(ax, pricer, budget):
             host = frozenset(expand(g, bits[k]) for g in local)
-            points.append((deg, t, host, [g for g in host if g & (g - 1)]))
+            points.append((deg, t, host, _bitset(g for g in host if g & (g - 1))))
         pricer.ladders[hosted] = points
+    inside_others = 0  # every mask inside some other axis's block (bitset): where a fold can be shared
+    for j, bs in enumerate(bits):
+        if j != k:
+            inside_others |= pricer.subgroup(bs)
     groups: dict[tuple[int, float], list[tuple[int, int, frozenset[int]]]] = {}
     for idx, (deg, t, host, folds) in enumerate(points):
-        score = sum(1 for g in folds if any(g & ~o == 0 for o in others))
+        score = (folds & inside_others).bit_count()  # folds that fit inside another axis's block
         groups.setdefault((deg, round(t, 15)), []).append((-score, idx, host))
     out = []
     for key in sorted(groups):
@@ -498,14 +511,22 @@ class _LeafSearch:
                 ps[k] = p
             return (obj, used, ps)
         # The greedy's outcome depends only on which own / supported sets each generator is in
-        # (not on its mask): leaves with the same structure share it (memo per request).
-        gens = _members(host)
-        member = []
-        for g in gens:
-            bit = 1 << g
-            member.append((tuple(r for r, row in enumerate(rows) if row[3] & bit),
-                           tuple(r for r, row in enumerate(rows) if row[4] is not None and row[5] & bit)))
-        memo = (budget, tuple((self._keys[k], w, ol, fl) for k, w, ol, _, fl, _ in rows), tuple(sorted(member)))
+        # (not on its mask): generators are grouped into atoms of equal membership (bitset
+        # refinement) and leaves with the same atoms share the greedy's result (memo per request).
+        atoms = [(host, (), ())]
+        for r, row in enumerate(rows):
+            for side, bits in ((1, row[3]), (2, row[5] if row[4] is not None else 0)):
+                split = []
+                for a, own_rows, full_rows in atoms:
+                    inside, outside = a & bits, a & ~bits
+                    if inside:
+                        split.append((inside, own_rows + (r,), full_rows) if side == 1 else
+                                     (inside, own_rows, full_rows + (r,)))
+                    if outside:
+                        split.append((outside, own_rows, full_rows))
+                atoms = split
+        member = tuple(sorted((own_rows, full_rows, a.bit_count()) for a, own_rows, full_rows in atoms))
+        memo = (budget, tuple((self._keys[k], w, ol, fl) for k, w, ol, _, fl, _ in rows), member)
         hit = self.raised.get(memo)
         if hit is None:
             hit = self.raised[memo] = self._raise(rows, member, n, total)
@@ -515,13 +536,15 @@ class _LeafSearch:
             ps[k] = p
         return (obj, used, ps)
 
-    def _raise(self, rows, member, n: int, obj: float):
+    def _raise(self, rows, atoms, n: int, obj: float):
         """Greedy (Σ w·T, Eq. 1): spend leftover ports on the multiplicity step that lowers Σ w·T
         most; a generator shared by several axes takes the largest multiplicity any of them
-        needs, an axis on its supported set runs at its least-multiplied generator."""
+        needs, an axis on its supported set runs at its least-multiplied generator. ``atoms``:
+        (rows owning, rows supporting, generators) — generators of one atom move together."""
         budget, time = self.budget, self.time
-        own_idx = [[i for i, m in enumerate(member) if r in m[0]] for r in range(len(rows))]
-        full_idx = [[i for i, m in enumerate(member) if r in m[1]] for r in range(len(rows))]
+        own_idx = [[i for i, m in enumerate(atoms) if r in m[0]] for r in range(len(rows))]
+        full_idx = [[i for i, m in enumerate(atoms) if r in m[1]] for r in range(len(rows))]
+        size = [m[2] for m in atoms]
 
         def objective(pg: list[int], ps: list[int]) -> float:
             total = 0.0
@@ -535,7 +558,7 @@ class _LeafSearch:
             return total
 
         ps = [1] * len(rows)
-        pg = [1] * n
+        pg = [1] * len(atoms)
         used = n
         while True:
             best = None
@@ -544,7 +567,7 @@ class _LeafSearch:
                 extra = 0
                 for i in own_idx[r]:
                     if pg[i] < p:
-                        extra += p - pg[i]
+                        extra += (p - pg[i]) * size[i]
                 if used + extra > budget:
                     continue
                 trial_pg = list(pg)

@@ -195,3 +195,73 @@ def test_heap_water_fill_equals_scan():
         for ring in (False, True):
             assert np.array_equal(_water_fill(demand, up, reserve_ring=ring),
                                   _reference_water_fill(demand, up, reserve_ring=ring))
+
+
+def _reference_rack_circuit_load(demand, counts):
+    """Bytes per circuit as first written (numpy per rack)."""
+    racks = demand.shape[0]
+    flow = np.zeros((racks, racks))
+    adj = [np.flatnonzero(counts[r]) for r in range(racks)]
+    for s in range(racks):
+        if not demand[s].any():
+            continue
+        dist = np.full(racks, -1)
+        sigma = np.zeros(racks)
+        dist[s], sigma[s] = 0, 1.0
+        order, head = [s], 0
+        while head < len(order):
+            v = order[head]
+            head += 1
+            for w in adj[v]:
+                if dist[w] < 0:
+                    dist[w] = dist[v] + 1
+                    order.append(int(w))
+                if dist[w] == dist[v] + 1:
+                    sigma[w] += sigma[v] * counts[v, w]
+        if np.any((demand[s] > 0) & (dist < 0)):
+            return np.full((racks, racks), np.inf)
+        through = demand[s].astype(float).copy()
+        for t in reversed(order[1:]):
+            for v in np.flatnonzero(counts[:, t]):
+                if dist[v] == dist[t] - 1:
+                    share = through[t] * sigma[v] * counts[v, t] / sigma[t]
+                    flow[v, t] += share
+                    through[v] += share
+    return np.divide(flow, counts, out=np.zeros_like(flow), where=counts > 0)
+
+
+def test_rack_circuit_load_equals_reference():
+    from fabrics.routing import rack_circuit_counts, rack_circuit_load
+
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        racks = int(rng.choice([2, 4, 8, 16]))
+        demand = (rng.random((racks, racks)) < 0.4) * rng.integers(1, 9, (racks, racks)) * 512.0
+        np.fill_diagonal(demand, 0.0)
+        counts = rack_circuit_counts(demand, int(rng.choice([1, 2, 8])))
+        assert np.array_equal(rack_circuit_load(demand, counts), _reference_rack_circuit_load(demand, counts))
+
+
+def test_balanced_placement_equals_trying_every_bit_allocation():
+    """The placement search skips building an ``Allocation`` per candidate and sizes circuits once per
+    distinct rack demand; it must pick what evaluating every bit allocation in full picks."""
+    from itertools import combinations
+
+    from fabrics.allocation import bit_allocation
+    from fabrics.routing import rack_circuit_counts, rack_circuit_load
+
+    world = 64
+    f = fabric_from_dict({"kind": "hybrid", "ports": 4, "link_rate": R, "accelerators": world, "down_ports": 8,
+                          "switch_radix": 16, "up_ports": 2}, world=world)
+    traffic = [TrafficGroups(groups=tuple(tuple(range(o, world, 8)) for o in range(8)), pair_bytes=4096.0),
+               TrafficGroups(groups=tuple(tuple(range(8 * o, 8 * o + 8)) for o in range(8)), pair_bytes=512.0),
+               TrafficGroups(groups=((0, 9, 18), (27, 36, 45, 54, 63)), pair_bytes=100.0)]  # unequal sizes
+    best = None
+    for bits in combinations(range(6), 3):
+        alloc = bit_allocation(world, 8, bits)
+        demand = rack_demand_bytes(alloc.rack_of_rank(f), traffic, f.spec.racks)
+        worst = float(rack_circuit_load(demand, rack_circuit_counts(demand, 2)).max(initial=0.0))
+        key = (worst, float(demand.sum()), bits)
+        best = min(best, (key, alloc)) if best is not None else (key, alloc)
+    chosen = balanced_hybrid_allocation(f, world, traffic)
+    assert chosen.accelerators == best[1].accelerators and chosen.name.endswith(best[1].name[4:])
