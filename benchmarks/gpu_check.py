@@ -1,4 +1,4 @@
-"""The single-GPU checks of issue #8, run by ``benchmarks/gpu_check.sh`` (see docs/hardware.md).
+"""The single-GPU checks of issue #8, run by ``benchmarks/gpu_check.sh`` (see README.md).
 
 Runs, each as its own pipeline process with a time limit, and collects every figure into ONE
 file, ``<out>/gpu_check.json`` (plus ``gpu_check.md``, the same figures as tables):

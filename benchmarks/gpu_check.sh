@@ -42,7 +42,7 @@ if [ -z "$PY" ]; then
   if [ -x .venv/bin/python ] && ok .venv/bin/python; then PY=.venv/bin/python; fi
 fi
 if [ -z "$PY" ]; then
-  printf '{"error": "no Python with a CUDA build of torch and the project dependencies; see docs/hardware.md"}\n' > "$OUT/gpu_check.json"
+  printf '{"error": "no Python with a CUDA build of torch and the project dependencies; see README.md"}\n' > "$OUT/gpu_check.json"
   echo "[gpu_check] no usable CUDA Python; wrote $OUT/gpu_check.json" >&2
   exit 1
 fi

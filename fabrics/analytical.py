@@ -1,5 +1,5 @@
 """Analytical (Hockney) network models: single-level (``AnalyticalSingleLevel``) and on any
-physical fabric (``FabricAnalytical``, Section 5.4 — see its docstring and docs/fabric_network.md).
+physical fabric (``FabricAnalytical``, Section 5.4 — see its docstring and README.md).
 
 Single-level packet-switched fabric (``AnalyticalSingleLevel``, ``network.model=single_level``):
 

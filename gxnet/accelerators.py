@@ -51,7 +51,7 @@ class AcceleratorSpec:
     in_graph_launch_s: float  # charged once per execution window (B.3)
     eta_memory: EfficiencySteps
     eta_compute: EfficiencySteps
-    # Which size selects eta (see docs/gxnet.md, "attention time"): "step" = the kernel's bytes /
+    # Which size selects eta (see README.md, "attention time"): "step" = the kernel's bytes /
     # FLOPs summed over its repetitions in one decode step (a persistent kernel streaming every
     # layer), which reproduces the paper's 0.53 ms / 8.3 ms; "kernel" = one instance, literal B.3.
     efficiency_basis: str = "step"

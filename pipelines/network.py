@@ -128,7 +128,7 @@ def fabric_power(cfg: Any, accelerator, world: int) -> dict | None:
     return {"system_power_W": pb.total_W, "accelerator_power_W": watts, "power_breakdown_W": pb.as_dict()}
 
 
-# --- network=simlette (docs/simlette.md, "how to wire") ---------------------------------------
+# --- network=simlette (README.md, "how to wire") ---------------------------------------
 
 def simlette_network(cfg: Any, accelerator, world: int, topology=None):
     from fabrics.simlette import simlette_from_config

@@ -221,7 +221,7 @@ def task(cfg):
 
 
 def _prepare_torchrun(plans, plan_json, options):
-    """launcher=torchrun: the input every rank reads, and the commands to run (see docs/hardware.md)."""
+    """launcher=torchrun: the input every rank reads, and the commands to run (see README.md)."""
     world = plans[0].world_size
     cmd = (f"torchrun --nnodes=<nodes> --nproc-per-node=<gpus per node> --max-restarts=0 --rdzv-backend=c10d "
            f"--rdzv-endpoint=<host0>:29500 -m pipelines.hardware.replay_worker replay_input.json <shared dir>")

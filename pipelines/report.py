@@ -106,19 +106,22 @@ def render(kind: str, rows: list[dict]) -> tuple[list[dict], dict[str, bytes]]:
             by_fabric[t["fabric"]].append(t)
     fabrics = sorted(by_fabric, key=lambda f: (FABRIC_ORDER.index(f) if f in FABRIC_ORDER else 99, f))
 
-    # Figure 4 style: interactivity vs throughput, Pareto front per fabric
-    fig, ax = plt.subplots(figsize=(7, 4.8))
-    for f in fabrics:
-        pts = [(t["throughput_tok_s"], t["interactivity_tok_s_user"]) for t in by_fabric[f]]
-        ax.scatter(*zip(*pts), s=16, alpha=0.5, color=COLOURS.get(f))
-        front = pareto(pts)
-        ax.plot(*zip(*front), marker="o", label=f, color=COLOURS.get(f))
-    ax.set_xscale("log")
-    ax.set_xlabel("throughput (tokens/s)")
-    ax.set_ylabel("interactivity (tokens/s/user)")
-    ax.set_title("interactivity vs throughput (Pareto front per fabric)")
-    ax.grid(alpha=0.3)
-    ax.legend()
+    # Figure 4 style: interactivity vs throughput, Pareto front per fabric (one panel per context)
+    contexts = sorted({str(t["context"]) for f in fabrics for t in by_fabric[f]})
+    fig, axes = plt.subplots(1, len(contexts), figsize=(6.2 * len(contexts), 4.8), squeeze=False)
+    for ax, ctx in zip(axes[0], contexts):
+        for f in fabrics:
+            pts = [(t["throughput_tok_s"], t["interactivity_tok_s_user"]) for t in by_fabric[f] if str(t["context"]) == ctx]
+            if not pts:
+                continue
+            ax.scatter(*zip(*pts), s=16, alpha=0.5, color=COLOURS.get(f))
+            ax.plot(*zip(*pareto(pts)), marker="o", label=f, color=COLOURS.get(f))
+        ax.set_xscale("log")
+        ax.set_xlabel("throughput (tokens/s)")
+        ax.set_ylabel("interactivity (tokens/s/user)")
+        ax.set_title(f"context {ctx}: Pareto front per fabric")
+        ax.grid(alpha=0.3)
+        ax.legend()
     figs["pareto.png"] = png_bytes(fig)
 
     # Figure 7 style: energy efficiency vs interactivity

@@ -37,7 +37,7 @@ _FORBID = -1e30  # credit of a self-pair (i == j), never chosen while a derangem
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VarioPathParams:
-    # Defaults = conf/scheduler/variopath.yaml (chosen on the frontier in docs/pcie_variopath.md:
+    # Defaults = conf/scheduler/variopath.yaml (chosen on the frontier in README.md:
     # >= 98 % of the MILP optimum on small instances and planning <= 5 % of communication at 16 GPUs)
     k_target_per_rank: float = 8.0  # K_target = k * N rounds (paper: N ... 3N); the tail's granularity
     n_start: int = 10  # N_start: AA starts per family

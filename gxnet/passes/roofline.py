@@ -3,7 +3,7 @@
 A kernel is a run of consecutive compute nodes with the same ``kernel`` name (fusion pass).
 eta_F and eta_D are the accelerator's step functions, selected on the kernel's size summed over
 its repetitions in one decode step (``efficiency_basis: step``, the default: reproduces the
-paper's attention times, see docs/gxnet.md) or on one instance (``kernel``, literal B.3).
+paper's attention times, see README.md) or on one instance (``kernel``, literal B.3).
 The result stays symbolic (SymPy Piecewise) until the plan substitutes a deployment.
 """
 

@@ -15,7 +15,7 @@ activations, KV shard) and returns a zero-argument callable that runs its graph 
 | expert_combine | gate-weighted sum of the gathered expert rows (``index_add_``) |
 | embedding | row gather |
 
-Deliberate simplifications (documented in docs/hardware.md): the KV cache of ``kv_append`` is a
+Deliberate simplifications (documented in README.md): the KV cache of ``kv_append`` is a
 small slot buffer (appending one token does not depend on the cache length); the embedding table
 holds at most 4096 rows (a gather of B rows does not depend on the table size); flash-decode's
 log-sum-exp output is not computed (SDPA does not return it; one value per head); K and V are

@@ -60,7 +60,7 @@ def test_decode_all_ocs_512_of_576_and_link_rate_selects_power_column(pipeline):
     assert p400.returncode == 0 and p16.returncode == 0, p400.stderr[-2000:] + p16.stderr[-2000:]
     r400, r16 = results(o400), results(o16)
     assert r400["power_breakdown_W"]["accelerators"] == 576
-    assert r400["system_power_W"] == pytest.approx(1_673_568, rel=1e-6)  # docs/fabrics.md, Table 12 at 400 G
+    assert r400["system_power_W"] == pytest.approx(1_673_568, rel=1e-6)  # README.md, Table 12 at 400 G
     assert r16["system_power_W"] > r400["system_power_W"]
     assert r16["decode_step_s"] <= r400["decode_step_s"]  # 4× the bandwidth never hurts
     assert r400["plan"]["ports_used"] <= 36
@@ -117,7 +117,7 @@ def test_collective_fabric_bad_input(pipeline, overrides, needle):
 
 
 def test_network_simlette_is_wired_into_decode_and_collective(pipeline):
-    """docs/simlette.md "how to wire": network=simlette in pipelines.decode and pipelines.collective.
+    """README.md "how to wire": network=simlette in pipelines.decode and pipelines.collective.
     Without contention Simlette agrees with the analytical model on single-level EPS (C.4; its EPS
     hop costs one extra flit serialisation)."""
     sim, o_sim = pipeline("collective", "fabric=single_eps", "fabric.world=32", "fabric.ports=8", "network=simlette",

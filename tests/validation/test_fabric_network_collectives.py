@@ -5,7 +5,7 @@ Figure 3 and Figure 13 (paper-numbers.md): 512 accelerators, 36 ports at 400 Gb/
   at 1 KiB / 64 KiB / 1 MiB, EPS 5.21 / 5.26 / 6.41 µs — within 10 %.
 * Figure 13 (512 of 576, two levels, schedule auto): all-OCS 1 KiB all-reduce 1.78 µs, all-to-all
   1.70 µs — within 15 %; all-EPS (native, chosen by size) 3.77 / 3.02 µs are Simlette points the
-  analytical model stays below (docs/fabrics.md, docs/fabric_network.md).
+  analytical model stays below (README.md, README.md).
 """
 
 import pytest

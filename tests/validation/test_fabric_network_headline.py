@@ -4,7 +4,7 @@ Figure 13 small-buffer points through the fabric network model, and decode power
 Megatron 5T and GPT-OSS-5.3-like, 512 of 576 RX00, 5M context, batch 1, FabricAnalytical on the
 C.7 fabrics (36 ports × 400 Gb/s, radix 72, racks of 32, 4:1 on all-EPS/hybrid).
 
-What holds (docs/fabric_network.md):
+What holds (README.md):
 * all-OCS within 15 % of the paper (698 and 1277 tokens/s/user);
 * all-EPS is *not* within 15 %: the analytical model gives 581 / 1063 against 458 / 775. The paper
   reports its EPS points from Simlette (Section 5.4: "analytical model for design-space

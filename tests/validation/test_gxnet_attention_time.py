@@ -22,7 +22,7 @@ def test_megatron_5t_attention(batch, paper_ms):
 
 
 def test_literal_per_kernel_efficiency_misses_batch_1():
-    # The deviation documented in docs/gxnet.md: choosing eta_D on one layer's 80 MB (0.75)
+    # The deviation documented in README.md: choosing eta_D on one layer's 80 MB (0.75)
     # instead of the step's 10 GB (0.9) overshoots the paper's 0.53 ms by about 20 %.
     acc = replace(accelerator("rx00"), efficiency_basis="kernel")
     d = Deployment(model=model("megatron_5t"), accelerator=acc, world=512,

@@ -12,7 +12,7 @@ come from Simlette; for the all-to-all it is even below all-OCS (one latency-bou
 three). The paper leaves the EPS small-message behaviour unspecified (flit-level
 incast at the destination port, credit stalls, arbitration — C.4 reports Simlette up to 2×
 slower than the analytical model on EPS); this test therefore only checks the direction and
-that the analytical EPS value does not exceed the simulated one (see docs/fabrics.md).
+that the analytical EPS value does not exceed the simulated one (see README.md).
 """
 
 import pytest

@@ -99,7 +99,7 @@ def test_eps_one_shot_without_contention_is_close_to_the_analytical_model():
 def test_eps_two_shot_synchronized_destinations_are_slower_than_analytical(ports):
     """Figure 21: in each phase every rank sends to destination 0 first, then 1, ...; the switch
     egress towards the current destination congests (the native kernels' group barrier keeps the
-    all-gather synchronized too). Paper: 1.5-2x from 16 KiB. See docs/simlette.md for the ratios."""
+    all-gather synchronized too). Paper: 1.5-2x from 16 KiB. See README.md for the ratios."""
     ratios = {}
     for sigma in (1 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, 1024 * KIB):
         ratios[sigma] = run_eps("two_shot", sigma, ports)["completion_s"] / eps_analytical("two_shot", sigma, ports)
