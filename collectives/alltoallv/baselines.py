@@ -38,16 +38,25 @@ def _schedule(name, topology, demand, acts, channels, t0, **meta) -> AlltoallvSc
                              meta={"planning_s": planning_s, "planning_s_per_activation": planning_s / max(1, len(acts)), **meta})
 
 
-class NcclPairwise:
-    name = "nccl"
+class _BaselineScheduler:
+    """Shared start of the static baselines: the topology they plan on and a checked demand."""
+
+    name = ""
 
     def __init__(self, topology: ChannelTopology):
         self.topology = topology
 
+    def _start(self, demand):
+        """(planning start time, topology, ranks, validated demand)."""
+        topo = self.topology
+        return time.perf_counter(), topo, topo.n_ranks, check_demand(demand, topo.n_ranks)
+
+
+class NcclPairwise(_BaselineScheduler):
+    name = "nccl"
+
     def plan(self, demand) -> AlltoallvSchedule:
-        t0 = time.perf_counter()
-        topo, n = self.topology, self.topology.n_ranks
-        demand = check_demand(demand, n)
+        t0, topo, n, demand = self._start(demand)
         acts = []
         for k in range(1, n):
             lanes = tuple(Lane(src=i, dst=(i + k) % n, path=topo.nearest(i, (i + k) % n), bytes=int(demand[i, (i + k) % n]))
@@ -151,16 +160,11 @@ def birkhoff_von_neumann(s: np.ndarray) -> list[tuple[np.ndarray, int]]:
     return out
 
 
-class FastLike:
+class FastLike(_BaselineScheduler):
     name = "fast"
 
-    def __init__(self, topology: ChannelTopology):
-        self.topology = topology
-
     def plan(self, demand) -> AlltoallvSchedule:
-        t0 = time.perf_counter()
-        topo, n = self.topology, self.topology.n_ranks
-        demand = check_demand(demand, n)
+        t0, topo, n, demand = self._start(demand)
         nodes = np.array(topo.nodes or (0,) * n)
         node_ids = sorted(set(nodes.tolist()))
         members = {a: [r for r in range(n) if nodes[r] == a] for a in node_ids}
@@ -258,16 +262,11 @@ def _merge(lanes: list[Lane]) -> list[Lane]:
     return [Lane(src=l.src, dst=l.dst, path=l.path, bytes=acc[k], origin=l.origin, final=l.final) for k, l in first.items()]
 
 
-class DeepEpLike:
+class DeepEpLike(_BaselineScheduler):
     name = "deepep"
 
-    def __init__(self, topology: ChannelTopology):
-        self.topology = topology
-
     def plan(self, demand) -> AlltoallvSchedule:
-        t0 = time.perf_counter()
-        topo, n = self.topology, self.topology.n_ranks
-        demand = check_demand(demand, n)
+        t0, topo, n, demand = self._start(demand)
         nodes = np.array(topo.nodes or (0,) * n)
         local = {}
         by_node: dict[int, list[int]] = defaultdict(list)
