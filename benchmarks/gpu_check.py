@@ -41,7 +41,9 @@ CALIBRATIONS = {
 
 
 def run(cmd: list[str], timeout: float) -> tuple[int, str, float]:
-    env = dict(os.environ, GX_TRACKING="false", HYDRA_FULL_ERROR="0", PYTHONPATH=str(ROOT))
+    # keep the caller's PYTHONPATH (e.g. carried wheels on a bare GPU host) behind the repo root
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, GX_TRACKING="false", HYDRA_FULL_ERROR="0", PYTHONPATH=path)
     t0 = time.monotonic()
     try:
         p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
@@ -66,9 +68,45 @@ def host() -> dict:
     if info["gpus"]:
         p = torch.cuda.get_device_properties(0)
         info.update(gpu=p.name, gpu_memory_bytes=int(p.total_memory), sm_count=p.multi_processor_count)
+        try:
+            info["peaks"] = measured_peaks(torch)
+        except Exception as exc:  # noqa: BLE001 - the peaks are context; the checks still run
+            info["peaks_error"] = f"{type(exc).__name__}: {exc}"
     rc, log, _ = run(["nvidia-smi", "topo", "-m"], 30)
     info["nvidia_smi_topo"] = log if rc == 0 else f"unavailable (rc {rc})"
     return info
+
+
+def measured_peaks(torch) -> dict:
+    """What this GPU reaches on the two roofline axes (CUDA events, median of 10 after 3 warm-ups):
+    a bf16 8192^3 GEMM (TFLOP/s) and a 4 GiB device-to-device copy (bytes read + written per s).
+    The roofline's peaks come from the datasheet (conf/accelerator/h200.yaml); these say how much
+    of a measured/roofline ratio is the chip rather than the kernel."""
+    def median_s(fn):
+        for _ in range(3):
+            fn()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        samples = []
+        for _ in range(10):
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            samples.append(start.elapsed_time(end) / 1e3)
+        return sorted(samples)[len(samples) // 2]
+
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    gemm_s = median_s(lambda: a @ b)
+    src = torch.empty(1 << 31, device="cuda", dtype=torch.int16)  # 4 GiB
+    dst = torch.empty_like(src)
+    copy_s = median_s(lambda: dst.copy_(src))
+    moved = 2 * src.numel() * src.element_size()
+    del a, b, src, dst
+    torch.cuda.empty_cache()
+    return {"bf16_gemm_8192_tflops": 2 * n**3 / gemm_s / 1e12, "d2d_copy_bytes_per_s": moved / copy_s,
+            "gemm_s": gemm_s, "copy_s": copy_s}
 
 
 def main() -> int:
@@ -140,6 +178,10 @@ def markdown(r: dict) -> str:
     h = r["host"]
     lines = [f"# gpu_check ({r['started']}, {r.get('wall_s', 0):.0f} s)", "",
              f"host: {h.get('gpu', 'no GPU')} x{h['gpus']}, torch {h['torch']}, CUDA {h['cuda']}", ""]
+    if h.get("peaks"):
+        pk = h["peaks"]
+        lines += [f"measured peaks: bf16 GEMM 8192^3 {pk['bf16_gemm_8192_tflops']:.0f} TFLOP/s, "
+                  f"device copy {pk['d2d_copy_bytes_per_s'] / 1e12:.2f} TB/s (read + write)", ""]
     for name, step in r["steps"].items():
         if not name.startswith("calibrate/") or "calibrate" not in step:
             continue
