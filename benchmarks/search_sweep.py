@@ -1,10 +1,12 @@
 """Benchmark: the 2,160-point Megatron 5T analytical search as one -m sweep, Ray vs one process.
 
-72 Helix splits x 5 batches x 2 contexts x 3 fabrics (issue: orchestration; paper 003 B.6).
-Runs the same sweep twice (``ray.enabled=true`` with all cores, then ``ray.enabled=false``),
-MLflow off so only execution is measured, and prints wall times, points/s and the speed-up.
+72 Helix splits x 5 batches x 2 contexts x 3 fabrics (issue: orchestration; paper 003 B.6), i.e.
+``gx search -m experiment=figure4_megatron``. Runs the same sweep with Ray (all cores) and in one
+process (``ray.enabled=false``), alternating, MLflow off so only execution is measured, and
+prints command wall times (what a user waits for, start-up and composition included), the
+sweep's own time, points/s, how busy the Ray workers were, and the speed-up.
 
-    .venv/bin/python benchmarks/search_sweep.py [--fabrics all_eps,hybrid,all_ocs] [--repeats 1]
+    .venv/bin/python benchmarks/search_sweep.py [--experiment figure4_megatron] [--repeats 1]
 """
 
 from __future__ import annotations
@@ -22,16 +24,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(fabrics: str, ray: bool, out: Path) -> float:
-    cmd = [sys.executable, "-m", "pipelines.search", "-m", "batch=1,2,4,8,16", "context=32K,5M",
-           f"fabric={fabrics}", f"ray.enabled={str(ray).lower()}", "tracking.enabled=false",
-           f"hydra.sweep.dir={out}"]
+def run(experiment: str, ray: bool, out: Path) -> tuple[float, float, str]:
+    """(command wall s, sweep wall s, Ray workers' busy share) of one run."""
+    import re
+
+    cmd = [sys.executable, "-m", "pipelines.search", "-m", f"experiment={experiment}",
+           f"ray.enabled={str(ray).lower()}", "tracking.enabled=false", f"hydra.sweep.dir={out}"]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=dict(os.environ))
     wall = time.perf_counter() - t0
     if proc.returncode:
         sys.exit(f"sweep failed:\n{proc.stderr[-3000:]}")
-    return wall
+    m = re.search(r"skipped in ([0-9.]+) s(?:; \d+ Ray workers busy (\d+) %)?", proc.stderr)
+    return wall, float(m.group(1)) if m else float("nan"), (m.group(2) + " %") if m and m.group(2) else "-"
 
 
 def overhead(points: int = 64) -> None:
@@ -62,26 +67,30 @@ def overhead(points: int = 64) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--fabrics", default="all_eps,hybrid,all_ocs")
+    ap.add_argument("--experiment", default="figure4_megatron")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--overhead", action="store_true", help="measure Ray's per-point overhead instead")
     args = ap.parse_args()
     if args.overhead:
         overhead()
         return
-    n_cells = 5 * 2 * len(args.fabrics.split(","))
-    walls: dict[str, list[float]] = {"ray": [], "one process": []}
+    runs: dict[str, list[tuple[float, float, str]]] = {"ray": [], "one process": []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeats):
-            walls["ray"].append(run(args.fabrics, True, Path(tmp) / f"ray{r}"))
-            walls["one process"].append(run(args.fabrics, False, Path(tmp) / f"seq{r}"))
-        points = sum(json.loads(p.read_text())["count"] for p in (Path(tmp) / "ray0").glob("*/results.json"))
-    med = {k: statistics.median(v) for k, v in walls.items()}
-    print(f"{n_cells} cells, {points} timed splits, {os.cpu_count()} cores")
-    print(f"{'mode':<12} {'median wall s':>14} {'points/s':>10}")
-    for k, v in med.items():
-        print(f"{k:<12} {v:>14.1f} {points / v:>10.1f}")
-    print(f"speed-up of Ray over one process: {med['one process'] / med['ray']:.2f}x")
+            runs["ray"].append(run(args.experiment, True, Path(tmp) / f"ray{r}"))
+            runs["one process"].append(run(args.experiment, False, Path(tmp) / f"seq{r}"))
+        results = list((Path(tmp) / "ray0").glob("*/results.json"))
+        points = sum(json.loads(p.read_text())["count"] for p in results)
+    med = {k: statistics.median(w for w, _, _ in v) for k, v in runs.items()}
+    med_sweep = {k: statistics.median(s for _, s, _ in v) for k, v in runs.items()}
+    print(f"experiment={args.experiment}: {len(results)} cells, {points} timed splits, {os.cpu_count()} cores, "
+          f"{args.repeats} run(s) each")
+    print(f"{'mode':<12} {'command wall s':>15} {'sweep s':>8} {'points/s':>9} {'workers busy':>13}   runs (wall s)")
+    for k, v in runs.items():
+        print(f"{k:<12} {med[k]:>15.1f} {med_sweep[k]:>8.1f} {points / med[k]:>9.1f} {v[0][2]:>13}   "
+              f"{', '.join(f'{w:.1f}' for w, _, _ in v)}")
+    print(f"speed-up of Ray over one process: {med['one process'] / med['ray']:.2f}x (command wall), "
+          f"{med_sweep['one process'] / med_sweep['ray']:.2f}x (sweep only)")
 
 
 if __name__ == "__main__":

@@ -77,8 +77,10 @@ def library_phases(schedule) -> tuple[PhaseArrays, ...]:
         ts = ph.transfers
         out.append(PhaseArrays(src=np.fromiter((t.src for t in ts), dtype=np.int64, count=len(ts)),
                                dst=np.fromiter((t.dst for t in ts), dtype=np.int64, count=len(ts)),
-                               fraction=np.fromiter((float(t.fraction) for t in ts), dtype=np.float64,
-                                                    count=len(ts))))
+                               # n / d is float(Fraction(n, d)) exactly (CPython's __float__), without
+                               # the Fraction method dispatch per transfer
+                               fraction=np.fromiter((t.fraction.numerator / t.fraction.denominator for t in ts),
+                                                    dtype=np.float64, count=len(ts))))
     return tuple(out)
 
 

@@ -45,6 +45,8 @@ class RaySchema:
     num_cpus: Optional[int] = None
     batch_size: Any = "auto"
     log_to_driver: bool = False
+    colocate: List[str] = field(default_factory=list)
+    shared_cache: bool = True
 
 
 @schema("model")

@@ -17,6 +17,7 @@ import os
 import sys
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ class SweepSummary:
     skipped: int = 0
     errors: dict[int, str] = field(default_factory=dict)
     wall_s: float = 0.0
+    timeline: list[dict] = field(default_factory=list)  # one row per point run: worker, start, wall
 
     def as_dict(self) -> dict[str, int]:
         return {"done": self.done, "failed": self.failed, "skipped": self.skipped}
@@ -50,17 +52,23 @@ def point_config(cfg: dict) -> dict:
     return {k: v for k, v in cfg.items() if k not in ORCHESTRATION_KEYS}
 
 
-def run_points(pipeline: str, cfgs: list[dict]) -> list[dict]:
-    """Worker side: run the pipeline's pure task on each config (no files, no MLflow)."""
+def run_points(pipeline: str, cfgs: list[dict], shared_dir: str | None = None) -> list[dict]:
+    """Worker side: run the pipeline's pure task on each config (no files, no MLflow).
+    ``shared_dir``: the sweep's shared cache directory (``pipelines.shared_cache``)."""
     from omegaconf import OmegaConf
 
     from collectives.errors import SpecError
+
+    if shared_dir is not None:
+        from pipelines.shared_cache import use_directory
+
+        use_directory(shared_dir)
 
     module = importlib.import_module(f"pipelines.{pipeline}")
     task = module.main.task
     outcomes = []
     for cfg in cfgs:
-        t0 = time.perf_counter()
+        t0, started = time.perf_counter(), time.time()
         try:
             outcome = task(OmegaConf.create(cfg))
             results, artifacts = outcome if isinstance(outcome, tuple) else (outcome, None)
@@ -71,18 +79,64 @@ def run_points(pipeline: str, cfgs: list[dict]) -> list[dict]:
         except Exception as exc:  # a failing point must not stop the sweep
             outcomes.append({"ok": False, "error": f"{type(exc).__name__}: {exc}",
                              "traceback": traceback.format_exc(), "wall_s": time.perf_counter() - t0})
+        outcomes[-1].update(worker=f"{os.uname().nodename}:{os.getpid()}", started=started)
     return outcomes
 
 
-def batches(items: list, n_workers: int, batch_size: int | str | None) -> list[list]:
-    if not items:
-        return []
-    if batch_size in (None, "auto"):
-        # ~4 batches per worker balances load while keeping per-task overhead small
-        size = max(1, min(64, math.ceil(len(items) / (4 * max(1, n_workers)))))
-    else:
-        size = max(1, int(batch_size))
-    return [items[i:i + size] for i in range(0, len(items), size)]
+def _dotted(cfg: dict, key: str):
+    node: Any = cfg
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def colocated_units(points: list, colocate: list[str] | tuple = ()) -> list[list]:
+    """Points that differ only in the ``colocate`` keys form one unit, run by one task in one
+    process, so they share that process's caches (e.g. ``ray.colocate=[context]`` in a search:
+    the 32K and 5M cells of a fabric and batch need the same OCS plans and schedules). Units keep
+    the sweep's order (first appearance); without keys every point is its own unit."""
+    if not colocate:
+        return [[p] for p in points]
+    import json
+
+    units: dict[str, list] = {}
+    for p in points:
+        rest = json.loads(json.dumps(p.cfg, default=str))
+        for key in colocate:  # drop each colocated key from the identity of the point
+            parent, _, leaf = key.rpartition(".")
+            node = _dotted(rest, parent) if parent else rest
+            if isinstance(node, dict):
+                node.pop(leaf, None)
+        units.setdefault(json.dumps(rest, sort_keys=True), []).append(p)
+    return list(units.values())
+
+
+class BatchSizer:
+    """Points per Ray task. An int is fixed. "auto" adapts to the points' observed run time:
+    the first tasks carry one unit each; after that a task carries about ``target_task_s`` of
+    work (so Ray's few-ms per-task cost stays under ~1 % on millisecond points) but never more
+    than a 1/(2 x workers) share of what is left, so the tail still spreads over every worker."""
+
+    def __init__(self, batch_size: int | str | None, n_workers: int, target_task_s: float = 0.5):
+        self.fixed = None if batch_size in (None, "auto") else max(1, int(batch_size))
+        self.n_workers, self.target_task_s = max(1, n_workers), target_task_s
+        self.points = 0
+        self.wall_s = 0.0
+
+    def observe(self, outcomes: list[dict]) -> None:
+        self.points += len(outcomes)
+        self.wall_s += sum(o.get("wall_s", 0.0) for o in outcomes)
+
+    def size(self, remaining: int) -> int:
+        if self.fixed is not None:
+            return self.fixed
+        if not self.points:
+            return 1
+        per_point = max(self.wall_s / self.points, 1e-6)
+        want = math.ceil(self.target_task_s / per_point)
+        return max(1, min(64, want, math.ceil(remaining / (2 * self.n_workers))))
 
 
 class Progress:
@@ -118,11 +172,11 @@ def init_ray(ray_cfg: dict) -> int:
 
 
 def run_sweep(pipeline: str, points: list[SweepPoint], *, ray_cfg: dict, tracking_cfg: dict,
-              sweep_name: str, sweep_hash: str) -> SweepSummary:
+              sweep_name: str, sweep_hash: str, timeline_path: Path | None = None) -> SweepSummary:
     from pipelines.app import write_outputs
     from pipelines.tracking import Tracker, config_hash
 
-    t0 = time.perf_counter()
+    t0, t0_epoch = time.perf_counter(), time.time()
     summary = SweepSummary()
     for p in points:
         p.cfg_hash = p.cfg_hash or config_hash(pipeline, p.cfg)
@@ -149,6 +203,9 @@ def run_sweep(pipeline: str, points: list[SweepPoint], *, ray_cfg: dict, trackin
     progress.update(summary)
 
     def record(p: SweepPoint, outcome: dict) -> None:
+        summary.timeline.append({"index": p.index, "point": p.name, "ok": outcome["ok"],
+                                 "worker": outcome.get("worker"), "wall_s": outcome.get("wall_s"),
+                                 "start_s": None if "started" not in outcome else outcome["started"] - t0_epoch})
         if outcome["ok"]:
             write_outputs(p.out_dir, outcome["results"], outcome["artifacts"])
             summary.done += 1
@@ -168,18 +225,47 @@ def run_sweep(pipeline: str, points: list[SweepPoint], *, ray_cfg: dict, trackin
 
         n_workers = init_ray(ray_cfg)
         remote = ray.remote(num_cpus=1, max_retries=0)(run_points)
-        groups = batches(todo, n_workers, ray_cfg.get("batch_size", "auto"))
-        pending = {remote.remote(pipeline, [p.cfg for p in g]): g for g in groups}
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            for ref in ready:
-                group = pending.pop(ref)
-                try:
-                    outcomes = ray.get(ref)
-                except Exception as exc:  # a worker died: its points fail, the sweep goes on
-                    outcomes = [{"ok": False, "error": f"worker failed: {type(exc).__name__}: {exc}"}] * len(group)
-                for p, outcome in zip(group, outcomes):
-                    record(p, outcome)
+        shared_dir = None
+        if ray_cfg.get("shared_cache", True):  # workers see each other's plans (pipelines.shared_cache)
+            import tempfile
+
+            shared_dir = tempfile.mkdtemp(prefix="gx-sweep-cache-")
+        units = deque(colocated_units(todo, list(ray_cfg.get("colocate") or ())))
+        sizer = BatchSizer(ray_cfg.get("batch_size", "auto"), n_workers)
+        left = len(todo)
+        pending: dict = {}
+
+        def submit() -> None:  # one task: whole units, about sizer.size() points
+            nonlocal left
+            group: list[SweepPoint] = []
+            want = sizer.size(left)
+            while units and (not group or len(group) + len(units[0]) <= want):
+                group.extend(units.popleft())
+            left -= len(group)
+            pending[remote.remote(pipeline, [p.cfg for p in group], shared_dir)] = group
+
+        window = 2 * n_workers  # one running and one queued task per worker: no worker waits
+        try:
+            while units and len(pending) < window:
+                submit()
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    group = pending.pop(ref)
+                    try:
+                        outcomes = ray.get(ref)
+                    except Exception as exc:  # a worker died: its points fail, the sweep goes on
+                        outcomes = [{"ok": False, "error": f"worker failed: {type(exc).__name__}: {exc}"}] * len(group)
+                    sizer.observe(outcomes)
+                    for p, outcome in zip(group, outcomes):
+                        record(p, outcome)
+                while units and len(pending) < window:
+                    submit()
+        finally:
+            if shared_dir is not None:
+                import shutil
+
+                shutil.rmtree(shared_dir, ignore_errors=True)
     else:
         for p in todo:
             record(p, run_points(pipeline, [p.cfg])[0])
@@ -187,8 +273,20 @@ def run_sweep(pipeline: str, points: list[SweepPoint], *, ray_cfg: dict, trackin
     summary.wall_s = time.perf_counter() - t0
     if tracker is not None:
         tracker.finish_parent(parent, summary.as_dict())
+    busy = ""
+    if use_ray and summary.timeline:
+        workers = {r["worker"] for r in summary.timeline if r["worker"]}
+        work_s = sum(r["wall_s"] or 0.0 for r in summary.timeline)
+        busy = (f"; {len(workers)} Ray workers busy {100 * work_s / (n_workers * summary.wall_s):.0f} % "
+                f"of the sweep's wall time")
+    if timeline_path is not None and summary.timeline:
+        import json
+
+        timeline_path.parent.mkdir(parents=True, exist_ok=True)
+        timeline_path.write_text(json.dumps({"wall_s": summary.wall_s, "ray": bool(use_ray),
+                                             "points": summary.timeline}, indent=1) + "\n")
     print(f"sweep {sweep_name}: {summary.done} done, {summary.failed} failed, {summary.skipped} skipped "
-          f"in {summary.wall_s:.1f} s", file=sys.stderr)
+          f"in {summary.wall_s:.1f} s{busy}", file=sys.stderr)
     for idx, err in sorted(summary.errors.items()):
         print(f"  point #{idx} failed: {err}", file=sys.stderr)
     if tracker is not None:

@@ -20,9 +20,23 @@ from collectives.trees import balanced_tree
 Phases = list[list[Transfer]]
 
 
+# chunk_fraction * (number of chunks), by (numerator, denominator, count): a schedule has
+# hundreds of thousands of transfers but a handful of distinct sizes, and Fraction products
+# (gcd + a new object each) were a third of the building time; equal values share one object.
+_SIZES: dict[tuple[int, int, int], Fraction] = register_cache({})
+
+
+def _sized(chunk_fraction: Fraction, count: int) -> Fraction:
+    key = (chunk_fraction.numerator, chunk_fraction.denominator, count)
+    fraction = _SIZES.get(key)
+    if fraction is None:
+        fraction = _SIZES[key] = chunk_fraction * count
+    return fraction
+
+
 def _t(src, dst, edge, chunks, chunk_fraction, reduce=False) -> Transfer:
     chunks = tuple(chunks)
-    return Transfer(src=int(src), dst=int(dst), edge=int(edge), fraction=chunk_fraction * len(chunks),
+    return Transfer(src=int(src), dst=int(dst), edge=int(edge), fraction=_sized(chunk_fraction, len(chunks)),
                     chunks=chunks, reduce=reduce)
 
 
@@ -106,16 +120,21 @@ def ag_tree(topo, chunk_fraction: Fraction) -> Phases:
     inv = invariants(topo)
     tree = balanced_tree(topo)
     n = topo.n_ranks
+    xor = topo.kind == "xor"
     phases = []
     for k in range(1, inv.diameter + 1):
         by_gen: dict[int, list[int]] = {}
         for d in inv.spheres[k]:
             by_gen.setdefault(tree.last_hop[d], []).append(d)
+        gens = [(int(g), deltas, _sized(chunk_fraction, len(deltas))) for g, deltas in sorted(by_gen.items())]
         phase = []
         for x in range(n):
-            for g, deltas in sorted(by_gen.items()):
+            for g, deltas, size in gens:
                 y = topo.add(x, g)
-                phase.append(_t(x, y, g, sorted(int(topo.sub(y, d)) for d in deltas), chunk_fraction))
+                # origins y - d of the blocks y receives now (on (Z2)^n: y ^ d); hot loop of the
+                # planned-topology pricing, so the xor case skips the generic method call
+                origins = sorted([y ^ d for d in deltas] if xor else [int(topo.sub(y, d)) for d in deltas])
+                phase.append(Transfer(src=x, dst=int(y), edge=g, fraction=size, chunks=tuple(origins)))
         phases.append(phase)
     return phases
 
@@ -183,15 +202,16 @@ def ar_layers(topo, order, pieces_rotated: bool) -> Phases:
     n = topo.n_ranks
     ell = len(order)
     pieces = ell if pieces_rotated else 1
-    frac = Fraction(1, pieces)
+    frac = _sized(Fraction(1, pieces), 1)
     phases = []
     for j in range(ell):
         phase = []
         for i in range(pieces):
-            layer = order[(i + j) % ell]
+            layer = [int(s) for s in order[(i + j) % ell]]
+            chunk = (i,)
             for x in range(n):
                 for s in layer:
-                    phase.append(_t(x, x ^ s, s, (i,), frac, reduce=True))
+                    phase.append(Transfer(src=x, dst=x ^ s, edge=s, fraction=frac, chunks=chunk, reduce=True))
         phases.append(phase)
     return phases
 
@@ -234,11 +254,13 @@ def a2a_tiling(topo, order, piece: int, pieces: int, base_digits=None) -> Phases
             for m in range(j):
                 prefix ^= dg[m]
             by_gen.setdefault(t, []).append((delta, prefix))
+        gens = [(int(g), items, _sized(frac, len(items))) for g, items in sorted(by_gen.items())]
+        base = piece * n
         phase = []
         for x in range(n):
-            for g, items in sorted(by_gen.items()):
-                blocks = sorted((piece * n + (x ^ pre)) * n + (x ^ pre ^ delta) for delta, pre in items)
-                phase.append(_t(x, x ^ g, g, blocks, frac))
+            for g, items, size in gens:
+                blocks = sorted([(base + (x ^ pre)) * n + (x ^ pre ^ delta) for delta, pre in items])
+                phase.append(Transfer(src=x, dst=x ^ g, edge=g, fraction=size, chunks=tuple(blocks)))
         phases.append(phase)
     return phases
 
