@@ -138,17 +138,6 @@ _PREPARED_KEEP = 4  # deployments whose prepared fabric (routing, circuits, pric
 
 @lru_cache(maxsize=128)  # explicit keyed cache: (n_bits, local generators, schedule, collective) -> arrays
 def _planned_phases(n_bits: int, generators: tuple[int, ...], schedule: str, collective: str):
-    from fabrics import shared_memo
-
-    key = repr((int(n_bits), tuple(int(g) for g in generators), str(schedule), str(collective)))
-    hit = shared_memo.lookup("planned_phases", key)  # built by another worker of the same sweep
-    if hit is None:
-        hit = _build_planned_phases(n_bits, generators, schedule, collective)
-        shared_memo.offer("planned_phases", key, hit)
-    return hit
-
-
-def _build_planned_phases(n_bits: int, generators: tuple[int, ...], schedule: str, collective: str):
     from collectives.schedules import SCHEDULES
     from collectives.topology import CayleyTopology
     from fabrics.native import library_phases

@@ -46,7 +46,6 @@ class RaySchema:
     batch_size: Any = "auto"
     log_to_driver: bool = False
     colocate: List[str] = field(default_factory=list)
-    shared_cache: bool = True
 
 
 @schema("model")

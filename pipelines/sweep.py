@@ -2,7 +2,8 @@
 
 Hydra's ``-m`` multirun hands the composed points to the ``gx_ray`` launcher
 (``hydra_plugins/gx_ray_launcher``), which calls :func:`run_sweep`. Points run as Ray tasks
-in small batches (one task per batch keeps Ray's per-task overhead small next to
+of whole colocated units (:func:`colocated_units`, sharing a process's caches) sized from the
+points' observed run time (:class:`BatchSizer`, keeping Ray's per-task cost small next to
 millisecond-scale evaluations); the driver collects them with ``ray.wait``, shows progress,
 writes each point's files into its Hydra job directory and logs it to MLflow at once, so a
 killed driver loses only the points in flight. A point that raises is recorded as failed
@@ -52,17 +53,11 @@ def point_config(cfg: dict) -> dict:
     return {k: v for k, v in cfg.items() if k not in ORCHESTRATION_KEYS}
 
 
-def run_points(pipeline: str, cfgs: list[dict], shared_dir: str | None = None) -> list[dict]:
-    """Worker side: run the pipeline's pure task on each config (no files, no MLflow).
-    ``shared_dir``: the sweep's shared cache directory (``pipelines.shared_cache``)."""
+def run_points(pipeline: str, cfgs: list[dict]) -> list[dict]:
+    """Worker side: run the pipeline's pure task on each config (no files, no MLflow)."""
     from omegaconf import OmegaConf
 
     from collectives.errors import SpecError
-
-    if shared_dir is not None:
-        from pipelines.shared_cache import use_directory
-
-        use_directory(shared_dir)
 
     module = importlib.import_module(f"pipelines.{pipeline}")
     task = module.main.task
@@ -225,11 +220,6 @@ def run_sweep(pipeline: str, points: list[SweepPoint], *, ray_cfg: dict, trackin
 
         n_workers = init_ray(ray_cfg)
         remote = ray.remote(num_cpus=1, max_retries=0)(run_points)
-        shared_dir = None
-        if ray_cfg.get("shared_cache", True):  # workers see each other's plans (pipelines.shared_cache)
-            import tempfile
-
-            shared_dir = tempfile.mkdtemp(prefix="gx-sweep-cache-")
         units = deque(colocated_units(todo, list(ray_cfg.get("colocate") or ())))
         sizer = BatchSizer(ray_cfg.get("batch_size", "auto"), n_workers)
         left = len(todo)
@@ -242,30 +232,24 @@ def run_sweep(pipeline: str, points: list[SweepPoint], *, ray_cfg: dict, trackin
             while units and (not group or len(group) + len(units[0]) <= want):
                 group.extend(units.popleft())
             left -= len(group)
-            pending[remote.remote(pipeline, [p.cfg for p in group], shared_dir)] = group
+            pending[remote.remote(pipeline, [p.cfg for p in group])] = group
 
         window = 2 * n_workers  # one running and one queued task per worker: no worker waits
-        try:
+        while units and len(pending) < window:
+            submit()
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                group = pending.pop(ref)
+                try:
+                    outcomes = ray.get(ref)
+                except Exception as exc:  # a worker died: its points fail, the sweep goes on
+                    outcomes = [{"ok": False, "error": f"worker failed: {type(exc).__name__}: {exc}"}] * len(group)
+                sizer.observe(outcomes)
+                for p, outcome in zip(group, outcomes):
+                    record(p, outcome)
             while units and len(pending) < window:
                 submit()
-            while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1)
-                for ref in ready:
-                    group = pending.pop(ref)
-                    try:
-                        outcomes = ray.get(ref)
-                    except Exception as exc:  # a worker died: its points fail, the sweep goes on
-                        outcomes = [{"ok": False, "error": f"worker failed: {type(exc).__name__}: {exc}"}] * len(group)
-                    sizer.observe(outcomes)
-                    for p, outcome in zip(group, outcomes):
-                        record(p, outcome)
-                while units and len(pending) < window:
-                    submit()
-        finally:
-            if shared_dir is not None:
-                import shutil
-
-                shutil.rmtree(shared_dir, ignore_errors=True)
     else:
         for p in todo:
             record(p, run_points(pipeline, [p.cfg])[0])

@@ -23,12 +23,6 @@ def plan(request: PlanRequest):
     hit = plan_cache.get(key)
     if hit is not None:
         return hit
-    from fabrics import shared_memo
-
-    hit = shared_memo.lookup("ocs_plan", key)  # another worker of the same sweep may have it
-    if hit is not None:
-        plan_cache[key] = hit
-        return hit
     if request.allocation == "stacked_link":
         from fabrics.planner.stacked_link import stacked_link_plan
 
@@ -38,5 +32,4 @@ def plan(request: PlanRequest):
 
         result = shared_host_plan(request)
     plan_cache[key] = result
-    shared_memo.offer("ocs_plan", key, result)
     return result

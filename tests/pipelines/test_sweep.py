@@ -46,9 +46,16 @@ def children(tmp):
 
 
 def test_sweep_on_ray_logs_parent_and_children_and_rerun_skips(tmp_path):
-    proc = sweep(tmp_path, "batch=1,2,4", "fabric=single_eps,single_ocs", "ray.num_cpus=2")
+    proc = sweep(tmp_path, "batch=1,2,4", "fabric=single_eps,single_ocs", "ray.num_cpus=2", "ray.colocate=[batch]")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "6 done, 0 failed, 0 skipped" in proc.stderr
+    # colocated points (same fabric, any batch) ran in one task, so in one worker process
+    timeline = json.loads((tmp_path / "multi" / "sweep_timeline.json").read_text())
+    assert timeline["ray"] and len(timeline["points"]) == 6
+    by_fabric: dict = {}
+    for row in timeline["points"]:
+        by_fabric.setdefault("fabric=single_ocs" in row["point"], set()).add(row["worker"])
+    assert all(len(workers) == 1 for workers in by_fabric.values()), by_fabric
     kids = children(tmp_path)
     parents = [r for r in runs(tmp_path) if not r[2]]
     assert len(parents) == 1 and len(kids) == 6
