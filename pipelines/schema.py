@@ -48,25 +48,37 @@ class RaySchema:
     colocate: List[str] = field(default_factory=list)
 
 
-@schema("model")
-@dataclass
-class ModelSchema:
-    name: str
-    layers: int
-    hidden: int
-    q_heads: int
-    kv_heads: int
-    head_dim: int
-    experts: int
-    expert_width: int
-    top_k: int
-    vocab: int
-    attention_pattern: List[str] = field(default_factory=lambda: ["full"])
-    window_tokens: Optional[int] = None
-    attention_sinks: bool = False
-    qkv_bias: bool = False
-    expert_bias: bool = False
-    qk_norm: bool = False
+def mirror_spec(spec_cls: type, *, extra: tuple = ()) -> type:
+    """A structured-config schema with the fields, types and defaults of a frozen spec dataclass
+    (tuples become lists, which YAML gives), so the spec stays the one place a field is declared
+    and the entry check can never lag behind it. ``extra``: (name, type, default) the YAML may
+    carry beside the spec's fields (e.g. a description)."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(spec_cls)
+    fields_ = []
+    for f in dataclasses.fields(spec_cls):
+        t = hints[f.name]
+        if typing.get_origin(t) is tuple:
+            t = List[typing.get_args(t)[0]]
+        if f.default is dataclasses.MISSING:
+            fields_.append((f.name, t))
+        elif isinstance(f.default, tuple):
+            fields_.append((f.name, t, field(default_factory=lambda d=f.default: list(d))))
+        else:
+            fields_.append((f.name, t, field(default=f.default)))
+    fields_ += [(name, t, field(default=default)) for name, t, default in extra]
+    return dataclasses.make_dataclass(f"{spec_cls.__name__.removesuffix('Spec')}Schema", fields_)
+
+
+def _model_schema() -> type:
+    from gxnet.models import ModelSpec
+
+    return mirror_spec(ModelSpec, extra=(("description", Optional[str], None), ("source", Optional[str], None)))
+
+
+ModelSchema = schema("model")(_model_schema())
 
 
 @schema("accelerator")
