@@ -35,6 +35,12 @@ MEGATRON = ("model=megatron_5t", "accelerator=h200", "world=512", "parallel.kvp=
 CALIBRATIONS = {
     "megatron_5t_b1_5M": (*MEGATRON, "batch=1"),
     "megatron_5t_b2_5M": (*MEGATRON, "batch=2"),  # bf16 KV: B=4 would not fit 141 GB of H200 HBM at 5M
+    # paper 003 D.3's own comparison: GPT-OSS-120B decode with tensor parallelism on four GPUs
+    # (B200 there), batch 1..16: kernels at 12-53 % of peak HBM bandwidth, 1.4-5x their roofline
+    "gpt_oss_120b_tp4_b1_32K": ("model=gpt_oss_120b", "accelerator=h200", "world=4", "parallel=tp_ep",
+                                "parallel.tp=4", "parallel.ep=1", "batch=1", "context=32K", *BF16),
+    "gpt_oss_120b_tp4_b16_32K": ("model=gpt_oss_120b", "accelerator=h200", "world=4", "parallel=tp_ep",
+                                 "parallel.tp=4", "parallel.ep=1", "batch=16", "context=32K", *BF16),
     "qwen3_30b_a3b_b16_32K": ("model=qwen3_30b_a3b", "accelerator=h200", "world=8", "parallel.kvp=2",
                               "parallel.tpa=4", "parallel.ep=8", "parallel.tpe=1", "batch=16", "context=32K", *BF16),
 }
@@ -130,7 +136,10 @@ def main() -> int:
         if left() < 30:
             report["steps"][f"calibrate/{label}"] = {"skipped": "time budget"}
             continue
-        cal = pipeline("calibrate", (*overrides, f"device={a.device}"), out / "runs" / f"calibrate_{label}", min(150, left()))
+        # a CPU dry run lifts the CPU's 256 MiB per-kernel cap (GPT-OSS-120B's LM head is 580 MB)
+        cap = ("max_kernel_bytes=2GiB",) if a.device == "cpu" else ()
+        cal = pipeline("calibrate", (*overrides, f"device={a.device}", *cap), out / "runs" / f"calibrate_{label}",
+                       min(150, left()))
         step = {"calibrate": cal}
         if cal["rc"] == 0:
             table = out / "runs" / f"calibrate_{label}" / "calibration.json"
@@ -174,6 +183,14 @@ def main() -> int:
     return 1 if failed else 0
 
 
+def hbm_bandwidth_Bps(accelerator: str) -> float:
+    """The roofline's HBM bandwidth (datasheet), from conf/accelerator/<name>.yaml."""
+    import yaml
+
+    with open(ROOT / "conf" / "accelerator" / f"{accelerator}.yaml") as f:
+        return float(yaml.safe_load(f)["hbm_bandwidth_Bps"])
+
+
 def markdown(r: dict) -> str:
     h = r["host"]
     lines = [f"# gpu_check ({r['started']}, {r.get('wall_s', 0):.0f} s)", "",
@@ -191,11 +208,15 @@ def markdown(r: dict) -> str:
             continue
         dec = (step.get("decode_measured") or {}).get("results") or {}
         lines += [f"## {name} ({cal['device'].get('name')}, {cal['dtype']}, roofline {cal['roofline_accelerator']})", "",
-                  "| kernel | track | measured us | roofline us | measured / roofline | scaled |",
-                  "|---|---|---|---|---|---|"]
+                  "| kernel | track | measured us | roofline us | measured / roofline | HBM MB | % of peak HBM BW | scaled |",
+                  "|---|---|---|---|---|---|---|---|"]
+        peak = hbm_bandwidth_Bps(cal["roofline_accelerator"])
         for k in cal["kernels"]:
+            if k.get("reused_from_track") is not None:
+                continue  # the same kernel measured on an earlier track
             lines.append(f"| {k['name']} ({k['kernel']}) | {k['track']} | {k['measured_s'] * 1e6:.2f} | "
                          f"{k['roofline_s'] * 1e6:.3f} | {k['measured_over_roofline']:.2f} | "
+                         f"{k['hbm_bytes'] / 1e6:.2f} | {100 * k['hbm_bytes'] / k['measured_s'] / peak:.1f} | "
                          f"{'x%.3g' % k['scale_factor'] if k['scaled'] else ''} |")
         lines += ["", f"compute per step (busiest track): measured {cal['measured_compute_s'] * 1e3:.3f} ms, "
                       f"roofline {cal['roofline_compute_s'] * 1e3:.3f} ms "
