@@ -35,7 +35,7 @@ def run(experiment: str, ray: bool, out: Path) -> tuple[float, float, str]:
     wall = time.perf_counter() - t0
     if proc.returncode:
         sys.exit(f"sweep failed:\n{proc.stderr[-3000:]}")
-    m = re.search(r"skipped in ([0-9.]+) s(?:; \d+ Ray workers busy (\d+) %)?", proc.stderr)
+    m = re.search(r"skipped in ([0-9.]+) s(?:; Ray workers busy (\d+) %)?", proc.stderr)
     return wall, float(m.group(1)) if m else float("nan"), (m.group(2) + " %") if m and m.group(2) else "-"
 
 

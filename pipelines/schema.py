@@ -177,3 +177,8 @@ def validate(pipeline: str, cfg: dict) -> None:
         node = cfg.get(group)
         if isinstance(node, dict):
             OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), node))
+    ray = cfg.get("ray")
+    if isinstance(ray, dict):  # "auto" or an int: a union OmegaConf cannot type
+        from pipelines.sweep import BatchSizer
+
+        BatchSizer.parse(ray.get("batch_size", "auto"))

@@ -115,10 +115,22 @@ class BatchSizer:
     than a 1/(2 x workers) share of what is left, so the tail still spreads over every worker."""
 
     def __init__(self, batch_size: int | str | None, n_workers: int, target_task_s: float = 0.5):
-        self.fixed = None if batch_size in (None, "auto") else max(1, int(batch_size))
+        self.fixed = self.parse(batch_size)
         self.n_workers, self.target_task_s = max(1, n_workers), target_task_s
         self.points = 0
         self.wall_s = 0.0
+
+    @staticmethod
+    def parse(batch_size) -> int | None:
+        """None for "auto", else the fixed number of points per task; SpecError otherwise."""
+        from collectives.errors import SpecError
+
+        if batch_size in (None, "auto"):
+            return None
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise SpecError(f"ray.batch_size={batch_size!r} must be auto or a positive integer "
+                            "(points per Ray task)")
+        return batch_size
 
     def observe(self, outcomes: list[dict]) -> None:
         self.points += len(outcomes)
@@ -261,8 +273,8 @@ def run_sweep(pipeline: str, points: list[SweepPoint], *, ray_cfg: dict, trackin
     if use_ray and summary.timeline:
         workers = {r["worker"] for r in summary.timeline if r["worker"]}
         work_s = sum(r["wall_s"] or 0.0 for r in summary.timeline)
-        busy = (f"; {len(workers)} Ray workers busy {100 * work_s / (n_workers * summary.wall_s):.0f} % "
-                f"of the sweep's wall time")
+        busy = (f"; Ray workers busy {100 * work_s / (n_workers * summary.wall_s):.0f} % of the sweep's "
+                f"wall time ({len(workers)} of {n_workers} used)")
     if timeline_path is not None and summary.timeline:
         import json
 

@@ -75,6 +75,20 @@ def test_launcher_composes_each_point_once():
     assert loader.calls == 2 and again is not first
 
 
+def test_a_bad_ray_batch_size_is_one_line_exit_2_before_anything_is_written(tmp_path):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    for bad in ("abc", "0", "2.5"):
+        proc = subprocess.run([sys.executable, "-m", "pipelines.demand", "-m", "batch=1,2", f"ray.batch_size={bad}",
+                               f"hydra.sweep.dir={tmp_path / 'm'}"], cwd=root, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert proc.stderr.strip().count("\n") == 0 and "ray.batch_size" in proc.stderr
+        assert not (tmp_path / "m").exists()
+
+
 def test_precheck_still_rejects_a_bad_swept_plain_value(tmp_path):
     import subprocess
     import sys
