@@ -169,14 +169,23 @@ class FabricSchema:
     validate: Optional[bool] = None
 
 
+_VALID: set[tuple[str, str]] = set()  # (group, node as JSON) already checked in this process
+
+
 def validate(pipeline: str, cfg: dict) -> None:
     """Raise OmegaConf's ValidationError/ConfigKeyError on unknown keys or wrong types."""
     from omegaconf import OmegaConf
 
+    import json
+
     for group, cls in SCHEMAS.items():
         node = cfg.get(group)
         if isinstance(node, dict):
-            OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), node))
+            # the points of a sweep share most group nodes: check each distinct node once
+            key = (group, json.dumps(node, sort_keys=True, default=repr))
+            if key not in _VALID:
+                OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), node))
+                _VALID.add(key)
     ray = cfg.get("ray")
     if isinstance(ray, dict):  # "auto" or an int: a union OmegaConf cannot type
         from pipelines.sweep import BatchSizer
