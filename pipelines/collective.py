@@ -208,25 +208,34 @@ def _verify(collective, name, topo) -> dict:
             "matches_closed_form": (report.h, report.v, report.u) == (cost.h, cost.v, cost.u)}
 
 
-def plot_sweep(collective, topo, sweep) -> bytes:
+def plot_times_vs_size(sweep: list[dict], title: str, ylabel: str, chosen_s: list[float] | None = None) -> bytes:
+    """Completion time of every schedule in ``row["time_s"]`` against the buffer size (log-log);
+    a schedule missing at some size (invalid there) is drawn where it has a time. ``chosen_s``:
+    the time of the schedule actually picked per size, drawn as a wide grey line."""
     from pipelines.plots import png_bytes, pyplot
 
     plt = pyplot()
-
     names = sorted({n for row in sweep for n in row["time_s"]})
     fig, ax = plt.subplots(figsize=(7, 4.5))
     xs = [row["size_bytes"] for row in sweep]
     for n in names:
-        ys = [row["time_s"].get(n) * 1e6 for row in sweep]
-        ax.plot(xs, ys, marker="o", markersize=3, label=n)
+        pts = [(x, row["time_s"][n] * 1e6) for x, row in zip(xs, sweep) if row["time_s"].get(n) is not None]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=n)
+    if chosen_s is not None:
+        ax.plot(xs, [t * 1e6 for t in chosen_s], color="k", linewidth=2, alpha=0.4, label="chosen")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("buffer size σ (bytes)")
-    ax.set_ylabel("completion time T (µs)")
-    ax.set_title(f"{collective} on {topo.describe()} (N={topo.n_ranks}), Eq. 1")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     return png_bytes(fig, dpi=110)
+
+
+def plot_sweep(collective, topo, sweep) -> bytes:
+    return plot_times_vs_size(sweep, f"{collective} on {topo.describe()} (N={topo.n_ranks}), Eq. 1",
+                              "completion time T (µs)")
 
 
 def format_table(results) -> str:
@@ -386,26 +395,10 @@ def format_fabric_table(results) -> str:
 
 
 def plot_fabric_sweep(results) -> bytes:
-    from pipelines.plots import png_bytes, pyplot
-
-    plt = pyplot()
-
     sweep = results["sweep"]
-    names = sorted({n for row in sweep for n in row["time_s"]})
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    xs = [row["size_bytes"] for row in sweep]
-    for n in names:
-        pts = [(x, row["time_s"][n] * 1e6) for x, row in zip(xs, sweep) if n in row["time_s"]]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=n)
-    ax.plot(xs, [row["completion_s"] * 1e6 for row in sweep], color="k", linewidth=2, alpha=0.4, label="chosen")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("buffer size σ (bytes)")
-    ax.set_ylabel("completion time (µs)")
-    ax.set_title(f"{results['collective']} on {results['fabric']} ({results['groups']}×{results['group_size']} ranks)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    return png_bytes(fig, dpi=110)
+    return plot_times_vs_size(
+        sweep, f"{results['collective']} on {results['fabric']} ({results['groups']}×{results['group_size']} ranks)",
+        "completion time (µs)", chosen_s=[row["completion_s"] for row in sweep])
 
 
 main = gx_main("collective")(task)
