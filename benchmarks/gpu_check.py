@@ -84,22 +84,18 @@ def host() -> dict:
 
 
 def measured_peaks(torch) -> dict:
-    """What this GPU reaches on the two roofline axes (CUDA events, median of 10 after 3 warm-ups):
+    """What this GPU reaches on the two roofline axes (CUDA events, median of 10 after 3 warm-ups,
+    timed by ``pipelines.hardware.kernels.time_kernel`` like the calibration):
     a bf16 8192^3 GEMM (TFLOP/s) and a 4 GiB device-to-device copy (bytes read + written per s).
     The roofline's peaks come from the datasheet (conf/accelerator/h200.yaml); these say how much
     of a measured/roofline ratio is the chip rather than the kernel."""
+    sys.path.insert(0, str(ROOT))
+    from pipelines.hardware.kernels import time_kernel  # the calibration's own CUDA-event timer
+
+    device = torch.device("cuda")
+
     def median_s(fn):
-        for _ in range(3):
-            fn()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        samples = []
-        for _ in range(10):
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            samples.append(start.elapsed_time(end) / 1e3)
-        return sorted(samples)[len(samples) // 2]
+        return time_kernel(torch, fn, device, warmup=3, repeats=10, use_graphs=False)["median_s"]
 
     n = 8192
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)

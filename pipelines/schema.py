@@ -8,6 +8,7 @@ parsed at the edge by ``pipelines.units``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
@@ -175,8 +176,6 @@ _VALID: set[tuple[str, str]] = set()  # (group, node as JSON) already checked in
 def validate(pipeline: str, cfg: dict) -> None:
     """Raise OmegaConf's ValidationError/ConfigKeyError on unknown keys or wrong types."""
     from omegaconf import OmegaConf
-
-    import json
 
     for group, cls in SCHEMAS.items():
         node = cfg.get(group)

@@ -74,9 +74,8 @@ class GxRayLauncher(Launcher):
         for i, overrides in enumerate(job_overrides):
             idx = initial_job_idx + i
             try:
-                load = self.hydra_context.config_loader.load_sweep_config
-                sweep_cfg = (load(self.config, list(overrides), _take=True) if getattr(
-                    self.hydra_context.config_loader, "_gx_compose_once", False) else load(self.config, list(overrides)))
+                # setup() wrapped the loader: take the sweeper's composition of this point
+                sweep_cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides), _take=True)
                 with open_dict(sweep_cfg):
                     sweep_cfg.hydra.job.id = idx
                     sweep_cfg.hydra.job.num = idx
