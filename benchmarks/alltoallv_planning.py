@@ -33,8 +33,7 @@ from collectives.alltoallv.variopath import VarioPathParams, VarioPathPlanner
 from collectives.alltoallv.workloads import zipf
 from fabrics.pcie.evaluator import evaluate
 from fabrics.pcie.paths import channel_topology
-from fabrics.pcie.platform import build_cluster
-from pipelines.units import parse_rate
+from pipelines.network import pcie_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = {8: (3, 6, 0.8, 3.2, 0.07), 16: (41, 438, 4.95, 20.6, 0.76), 32: (None, None, None, None, None)}
@@ -73,7 +72,7 @@ def main() -> None:
     print(head)
     print("-" * len(head))
     for nodes in [int(x) for x in args.nodes.split(",")]:
-        topo = channel_topology(build_cluster(platform, nodes, parse_rate))
+        topo = channel_topology(pcie_cluster(platform, nodes))
         builds = []
         for _ in range(1 if nodes > 2 else 3):
             t0 = time.perf_counter()
@@ -118,7 +117,7 @@ def scale() -> None:
     print("\nR5080-CX8 catalog at scale (paper Table 4, 256 GPUs: 1616 shapes / 2140 families / 5674 s)")
     print(f"{'GPUs':>5} {'groups':>6} {'instances':>9} {'shapes':>6} {'families':>8} {'build s':>8} {'complete':>8}")
     for nodes in (2, 4, 8, 16, 32):
-        topo = channel_topology(build_cluster(cx8, nodes, parse_rate))
+        topo = channel_topology(pcie_cluster(cx8, nodes))
         t0 = time.perf_counter()
         cat = build_catalog(topo)
         print(f"{topo.n_ranks:>5} {topo.n_groups:>6} {cat.stats['instances']:>9} {cat.n_shapes:>6} {cat.n_families:>8} "

@@ -23,13 +23,12 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fabrics.pcie.platform import build_cluster  # noqa: E402
+from pipelines.network import pcie_cluster  # noqa: E402
 from fabrics.pcie_network import PcieNetwork, PcieNetworkParams  # noqa: E402
 from gxnet.precision import precision_from_dict  # noqa: E402
-from gxnet.prefill import EpDeployment, PhaseSpec, build_phase_plan, execute_phase  # noqa: E402
-from gxnet.routing import RoutingProblem, RoutingSpec, expert_hosts, layer_routing  # noqa: E402
+from gxnet.ep_phase import EpDeployment, PhaseSpec, build_phase_plan, execute_phase  # noqa: E402
+from gxnet.expert_routing import RoutingProblem, RoutingSpec, expert_hosts, layer_routing  # noqa: E402
 from gxnet.testing import accelerator, model  # noqa: E402
-from pipelines.units import parse_rate  # noqa: E402
 
 
 def median_s(fn, repeats: int) -> float:
@@ -50,7 +49,7 @@ def main() -> None:
     args = ap.parse_args()
     ep = 8 * args.nodes
     plat = yaml.safe_load((ROOT / "conf" / "platform" / "r5080_bf3.yaml").read_text())
-    cluster = build_cluster(plat, args.nodes, parse_rate)
+    cluster = pcie_cluster(plat, args.nodes)
     cache = str(ROOT / ".gxnet-cache" / "variopath")
     nets = {s: PcieNetwork(cluster, PcieNetworkParams(scheduler=s, planning="none", catalog_dir=cache))
             for s in ("nccl", "variopath")}

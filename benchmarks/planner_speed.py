@@ -76,7 +76,7 @@ def _empty_caches() -> None:
 
 
 def _decode_request():
-    from fabrics.network_model import DemandEntry
+    from fabrics.network.protocol import DemandEntry
     from fabrics.planner import request_from_demand
 
     demand = tuple(DemandEntry(region=r, axis=a, collective=c, groups=g, ranks=n, calls_per_step=k, payload_bytes=p)

@@ -24,7 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fabrics.simlette.build import simlette_from_config, simulate_collective  # noqa: E402
+from fabrics.simlette.build import simulate_collective  # noqa: E402
+from pipelines.network import simlette_from_config  # noqa: E402
 
 KIB = 1024
 
@@ -60,21 +61,21 @@ def decode_step(world: int = 512, fabric: str | None = None) -> None:
     from gxnet.executor import execute
     from gxnet.plan import build_plan
     from pipelines.app import CONF_DIR
-    from pipelines.specs import deployment_spec, fabric_numbers
+    from pipelines.network import build_network
+    from pipelines.specs import deployment_spec
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
-        cfg = compose(config_name="decode", overrides=[f"world={world}"] + ([f"fabric={fabric}"] if fabric else []))
+        cfg = compose(config_name="decode", overrides=[f"world={world}", "network=simlette"]
+                      + ([f"fabric={fabric}"] if fabric else []))
     dep = deployment_spec(cfg)
-    fab = fabric_numbers(cfg, dep.accelerator)
     t0, c0 = time.perf_counter(), time.process_time()
-    net = simlette_from_config(fab, {"mode": "optimized"}, world=dep.world)
+    net = build_network(cfg, dep.accelerator, dep.world)
     step = execute(build_plan(dep), net)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    rep = net.report()
+    rep = net.simulation_report()
     ana_s = None
     try:  # the analytical model on the same deployment (fabric=...), for the ratio
-        from pipelines.network import build_network
-
+        cfg.network = {"name": "analytical"}
         ana_s = execute(build_plan(dep), build_network(cfg, dep.accelerator, dep.world)).decode_step_s
     except Exception:  # noqa: BLE001 - the comparison is informative only
         pass

@@ -31,11 +31,13 @@ from functools import lru_cache
 import numpy as np
 
 from collectives.errors import SpecError
-from fabrics.network_model import (
+from fabrics.network.protocol import (
     CollectiveCall,
     Completion,
     DemandEntry,
+    NetworkReport,
     check_in_demand,
+    schedules_by_row,
 )
 
 
@@ -104,10 +106,12 @@ class AnalyticalSingleLevel:
         self._demand: tuple[DemandEntry, ...] = ()
         self._pending: list[Completion] = []
         self._price_cache: dict[tuple[str, int, int], tuple[float, str]] = {}
+        self.schedules_used: dict[tuple[str, str, str], str] = {}
 
     def prepare(self, demand: tuple[DemandEntry, ...], world: int) -> None:
         self._demand = tuple(demand)
         self._pending = []
+        self.schedules_used = {}
 
     def price(self, collective: str, n_ranks: int, sigma_bytes: int) -> tuple[float, str]:
         key = (collective, n_ranks, sigma_bytes)
@@ -119,6 +123,7 @@ class AnalyticalSingleLevel:
     def register(self, call: CollectiveCall, earliest_start_s: float) -> None:
         check_in_demand(call, self._demand)
         duration_s, schedule = self.price(call.collective, len(call.groups[0]), call.payload_bytes)
+        self.schedules_used[(call.region, call.axis, call.collective)] = schedule
         self._pending.append(
             Completion(call_id=call.call_id, start_s=earliest_start_s,
                        end_s=earliest_start_s + duration_s, schedule=schedule)
@@ -127,6 +132,9 @@ class AnalyticalSingleLevel:
     def advance(self) -> list[Completion]:
         done, self._pending = self._pending, []
         return done
+
+    def report(self) -> NetworkReport:
+        return NetworkReport(model="analytical", schedules=schedules_by_row(self.schedules_used))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,6 +197,8 @@ class FabricAnalytical:
     few deployments' prepared fabrics (keyed by demand), so re-evaluating a deployment is cheap.
     """
 
+    name = "analytical"
+
     def __init__(self, fabric, *, schedule: str = "auto", planner_hop_latency_s: float | None = None,
                  allocation: str = "shared_host"):
         self.fabric = fabric
@@ -233,6 +243,14 @@ class FabricAnalytical:
         done, self._pending = self._pending, []
         return done
 
+    def report(self) -> NetworkReport:
+        return NetworkReport(model=self.name, schedules=schedules_by_row(self.schedules_used),
+                             plan_summary=self.plan_summary(), plan_json=self.plan_json)
+
+    def pricer(self):
+        """What prices this deployment's phases (the flow-level model substitutes its own)."""
+        return self.deployment.pricer
+
     # -- pricing ----------------------------------------------------------------------------
     def price(self, call: CollectiveCall) -> tuple[float, str]:
         """(completion time, schedule) of one call; raises outside the declared demand (B.4)."""
@@ -271,7 +289,7 @@ class FabricAnalytical:
                 names = native_schedules(collective) if self.schedule == "auto" else (self.schedule,)
                 groups = np.asarray(call.groups, dtype=np.int64)
                 for name in names:
-                    lines[name] = dep.pricer.schedule_line(native_phases(collective, name, n), groups)
+                    lines[name] = self.pricer().schedule_line(native_phases(collective, name, n), groups)
             else:
                 lines = self._planned_lines(call, collective, every_schedule)
         self._lines[skey] = (call.groups, lines)
@@ -294,7 +312,8 @@ class FabricAnalytical:
         else:
             names = [ax.schedule if self.schedule == "auto" else self.schedule]
         groups = ax.groups(dep.world)
-        return {name: dep.pricer.schedule_line(_planned_phases(len(ax.bits), gens, name, collective), groups)
+        pricer = self.pricer()
+        return {name: pricer.schedule_line(_planned_phases(len(ax.bits), gens, name, collective), groups)
                 for name in names}
 
     # -- reporting --------------------------------------------------------------------------

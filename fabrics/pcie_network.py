@@ -33,7 +33,8 @@ from collectives.alltoallv.activations import Activation, AlltoallvSchedule, Lan
 from collectives.alltoallv.schedulers import SCHEDULERS, make_scheduler
 from collectives.alltoallv.validity import check_schedule
 from collectives.errors import SpecError
-from fabrics.network_model import CollectiveCall, Completion, DemandEntry, check_in_demand
+from fabrics.network.protocol import (CollectiveCall, Completion, DemandEntry, NetworkReport, check_in_demand,
+                                      schedules_by_row)
 from fabrics.pcie.evaluator import evaluate, run_stage
 from fabrics.pcie.paths import channel_topology
 from fabrics.pcie.platform import PcieCluster
@@ -63,22 +64,6 @@ class PcieNetworkParams:
                 raise SpecError(f"fabric.{f}={v!r} must be a non-negative number of seconds")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CallRecord:
-    """What the network did for one registered call (for results.json and traces)."""
-
-    call_id: int
-    region: str
-    axis: str
-    collective: str
-    start_s: float
-    planning_s: float
-    completion_s: float  # data movement only (flow-level evaluator)
-    activations: int
-    schedule: str
-    bytes_total: int
-
-
 class PcieNetwork:
     """NetworkModel on a PCIe cluster: each registered call ends after planning + evaluated completion."""
 
@@ -92,7 +77,8 @@ class PcieNetwork:
         self._pending: list[Completion] = []
         self._native_cache: dict = {}
         self._a2av_cache: dict = {}
-        self.records: list[CallRecord] = []
+        self.schedules_used: dict[tuple[str, str, str], str] = {}
+        self._totals = dict.fromkeys(("calls", "activations", "bytes", "planning_s", "movement_s"), 0)
 
     # -- protocol ------------------------------------------------------------------------------
     def prepare(self, demand: tuple[DemandEntry, ...], world: int) -> None:
@@ -102,7 +88,8 @@ class PcieNetwork:
                             f"{self.cluster.nodes} node(s) has {self.cluster.n_ranks}; set nodes={-(-world // per)}")
         self._demand, self._world = tuple(demand), world
         self._pending = []
-        self.records = []
+        self.schedules_used = {}
+        self._totals = dict.fromkeys(self._totals, 0)
 
     def register(self, call: CollectiveCall, earliest_start_s: float) -> None:
         check_in_demand(call, self._demand)
@@ -111,14 +98,22 @@ class PcieNetwork:
         else:
             planning_s, completion_s, acts, sched, nbytes = self._native(call)
         end = earliest_start_s + planning_s + completion_s
-        self.records.append(CallRecord(call_id=call.call_id, region=call.region, axis=call.axis,
-                                       collective=call.collective, start_s=earliest_start_s, planning_s=planning_s,
-                                       completion_s=completion_s, activations=acts, schedule=sched, bytes_total=nbytes))
-        self._pending.append(Completion(call_id=call.call_id, start_s=earliest_start_s, end_s=end, schedule=sched))
+        self.schedules_used[(call.region, call.axis, call.collective)] = sched
+        for key, value in (("calls", 1), ("activations", acts), ("bytes", nbytes), ("planning_s", planning_s),
+                           ("movement_s", completion_s)):
+            self._totals[key] += value
+        self._pending.append(Completion(call_id=call.call_id, start_s=earliest_start_s, end_s=end, schedule=sched,
+                                        planning_s=planning_s, parts={"planning": planning_s, "movement": completion_s}))
 
     def advance(self) -> list[Completion]:
         done, self._pending = self._pending, []
         return done
+
+    def report(self) -> NetworkReport:
+        p = self.params
+        return NetworkReport(model="flow", schedules=schedules_by_row(self.schedules_used),
+                             details={"platform": self.cluster.server.name, "nodes": self.cluster.nodes,
+                                      "scheduler": p.scheduler, "planning_mode": p.planning, **self._totals})
 
     # -- AlltoAllv -----------------------------------------------------------------------------
     @property

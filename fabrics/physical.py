@@ -24,7 +24,7 @@ OCS devices forward nothing until configured (see ``fabrics.routing``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Mapping
 
 from collectives.errors import SpecError
 from collectives.registry import Registry
@@ -312,100 +312,7 @@ def build_fabric(spec: FabricSpec) -> PhysicalFabric:
                           level2=tuple(map(tuple, level2)))
 
 
-# --- construction from config -------------------------------------------------------------
-
-FABRIC_KEYS = {
-    "kind": "fabric kind: single_eps | single_ocs | all_eps | hybrid | all_ocs (alias: name)",
-    "accelerators": "accelerators in the system (null: = world); 576 for Appendix C.7",
-    "ports": "L, ports per accelerator (36)",
-    "link_rate": "R in bytes/s (link_rate_Bps wins when both are given)",
-    "switch_radix": "ports per switching chip (72); null for a single level means one device per rail",
-    "down_ports": "level-1 ports towards accelerators, = rack size (32)",
-    "up_ports": "level-1 ports towards level 2 (8 for 4:1; 32 for non-blocking all-OCS)",
-    "latency_case": "Table 9 attribution: low | nominal | high",
-    "switch_core": "seconds, overrides the case's switch core latency",
-    "ocs_pass_through": "seconds (1e-8)",
-    "cable_latency": "seconds, accelerator-level-1 cable (1e-8)",
-    "level2_cable_latency": "seconds, level-1-level-2 fiber (1e-8)",
-}
-# Keys with human units in conf/fabric/*.yaml and the parser the config edge applies to them;
-# the parsed number may be passed under the key itself or under key + suffix (link_rate_Bps).
-FABRIC_UNIT_KEYS = {
-    "link_rate": ("rate", "_Bps"),
-    "switch_core": ("time", "_s"),
-    "ocs_pass_through": ("time", "_s"),
-    "cable_latency": ("time", "_s"),
-    "level2_cable_latency": ("time", "_s"),
-}
-# Keys other consumers read from the same config group (the single-level analytical model's
-# λ override); accepted and ignored here, where latency follows from Table 9.
-FOREIGN_KEYS = ("hop_latency", "hop_latency_s")
-
+# registry of the scale-up fabric kinds (option names of conf/fabric/)
 FABRICS: Registry = Registry("fabric")
 for _name in FABRIC_KINDS:
     FABRICS.add(_name, _name)
-
-
-def fabric_spec_from_dict(d: Mapping[str, Any], *, world: int) -> FabricSpec:
-    """A ``FabricSpec`` from a plain dict with the keys of ``FABRIC_KEYS``, values as numbers.
-
-    ``world`` is the number of ranks the deployment uses; the fabric may be larger (512 of 576).
-    Keys starting with ``_`` (Hydra's ``_target_``), ``FOREIGN_KEYS`` and parsed duplicates
-    (``link_rate_Bps``, ``switch_core_s`` …, which win over the unsuffixed key) are accepted.
-    """
-    d = {k: v for k, v in dict(d).items() if not str(k).startswith("_") and k not in FOREIGN_KEYS}
-    if "kind" not in d and "name" in d:
-        d["kind"] = d["name"]
-    d.pop("name", None)
-    for key, (_, suffix) in FABRIC_UNIT_KEYS.items():
-        if key + suffix in d:
-            value = d.pop(key + suffix)
-            if value is not None:
-                d[key] = value
-    unknown = sorted(set(d) - set(FABRIC_KEYS))
-    if unknown:
-        raise SpecError(f"unknown fabric key(s) {', '.join(map(str, unknown))}; known keys: {', '.join(FABRIC_KEYS)}")
-    if "kind" not in d:
-        raise SpecError(f"fabric.kind is missing; choose one of: {', '.join(FABRIC_KINDS)}")
-    kind = FABRICS.get(str(d["kind"]))
-    for key in FABRIC_UNIT_KEYS:
-        if isinstance(d.get(key), str):
-            raise SpecError(f"fabric.{key}={d[key]!r} must be a number here; parse units at the config edge first")
-    if d.get("ports") is None or d.get("link_rate") is None:
-        raise SpecError("fabric.ports and fabric.link_rate are required (e.g. ports: 36, link_rate: 400Gb/s)")
-    latency_kw = {"case": d.get("latency_case") or "nominal"}
-    for key, field_name in (("switch_core", "switch_core_s"), ("ocs_pass_through", "ocs_pass_through_s"),
-                            ("cable_latency", "cable_s"), ("level2_cable_latency", "level2_cable_s")):
-        if d.get(key) is not None:
-            latency_kw[field_name] = float(d[key])
-    levels = FABRIC_KINDS[kind][0]
-    radix = d.get("switch_radix", None if levels == 1 else 72)
-    up = d.get("up_ports")
-    accelerators = d.get("accelerators")
-    spec = FabricSpec(
-        kind=kind,
-        accelerators=_as_int("accelerators", world if accelerators is None else accelerators),
-        ports=_as_int("ports", d["ports"]),
-        link_rate_Bps=float(d["link_rate"]),
-        switch_radix=None if radix is None else _as_int("switch_radix", radix),
-        down_ports=_as_int("down_ports", d.get("down_ports") or 32),
-        up_ports=_as_int("up_ports", up if up is not None else (32 if kind == "all_ocs" else 8)),
-        latency=LatencyBudget(**latency_kw),
-    )
-    if not isinstance(world, int) or world < 1 or world > spec.accelerators:
-        raise SpecError(
-            f"world={world} ranks do not fit fabric.accelerators={spec.accelerators}; "
-            "raise fabric.accelerators or lower world"
-        )
-    return spec
-
-
-def fabric_from_dict(d: Mapping[str, Any], *, world: int) -> PhysicalFabric:
-    """Build the physical fabric described by a plain dict (see ``fabric_spec_from_dict``)."""
-    return build_fabric(fabric_spec_from_dict(d, world=world))
-
-
-def _as_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-        raise SpecError(f"fabric.{name}={value!r} must be an integer")
-    return int(value)

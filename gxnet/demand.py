@@ -8,7 +8,7 @@ batch. Axes of a region's mesh that carry no collective get a ``none`` row with 
 
 from __future__ import annotations
 
-from fabrics.network_model import DemandEntry
+from fabrics.network.protocol import DemandEntry
 from gxnet.compile import CollectiveSlot
 from gxnet.deployment import Deployment
 

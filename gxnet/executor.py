@@ -11,7 +11,10 @@ collective blocks all tracks and the step is the sum of kernel, launch and colle
 along the latest-arriving track (B.4).
 
 The executor calls ``network.prepare(plan.demand, world)`` itself (``prepare=False`` leaves it to
-the caller); a collective outside the declared demand raises (``check_in_demand``).
+the caller); a collective outside the declared demand raises (``check_in_demand``). A completion's
+``planning_s`` (online AlltoAllv planning on PCIe) is charged on the critical path and reported
+apart from the data movement, under ``planning`` in the breakdown. The same executor runs decode
+steps (``gxnet.plan``) and expert-parallel prefill/decode phases (``gxnet.ep_phase``).
 """
 
 from __future__ import annotations
@@ -19,11 +22,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from fabrics.network_model import CollectiveCall, Completion, NetworkModel, check_in_demand
-from gxnet.plan import CollectiveEntry, ExecutionPlan
+from fabrics.network.protocol import CollectiveCall, Completion, NetworkModel, check_in_demand
+from gxnet.plan import BREAKDOWN_KEYS, CollectiveEntry, ExecutionPlan
 
-BREAKDOWN_KEYS = ("attention", "ffn", "communication", "fixed", "other")
 _NO_ARGS: dict = {}
+
+
+class CallTiming(NamedTuple):
+    """One executed collective: where it sat, when it started, what it cost (s)."""
+
+    name: str  # the plan entry's name (e.g. "dispatch", "combine", a graph node)
+    section: str
+    region: str
+    axis: str
+    collective: str
+    start_s: float
+    communication_s: float  # data movement on the critical path
+    planning_s: float  # online planning charged before it
+    schedule: str
 
 
 class TraceEvent(NamedTuple):
@@ -51,6 +67,7 @@ class StepResult:
     collective_calls: int
     tracks: tuple
     events: list
+    calls: tuple = ()  # CallTiming of every executed collective, in order
 
     def summary(self) -> dict:
         return {
@@ -94,7 +111,8 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
     t = [0.0] * n
     opens_window = [True] * n
     pending = [dict.fromkeys(("attention", "ffn", "fixed", "other"), 0.0) for _ in range(n)]
-    breakdown = dict.fromkeys(BREAKDOWN_KEYS, 0.0)
+    breakdown = dict.fromkeys(plan.breakdown_keys, 0.0)
+    calls: list[CallTiming] = []
     coll_time: dict[tuple[str, str, str], float] = {}
     events: list[TraceEvent] = []
     waiter = _Waiter(network)
@@ -116,7 +134,7 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
                     earliest = max(t)
                     settle(t.index(earliest))  # the latest-arriving track is on the critical path
                     call = CollectiveCall(call_id=call_id, region=e.region, axis=e.axis, collective=e.collective,
-                                          groups=e.groups, payload_bytes=e.payload_bytes)
+                                          groups=e.groups, payload_bytes=e.payload_bytes, demand=e.demand)
                     if id(e) not in checked:
                         check_in_demand(call, plan.demand)
                         checked.add(id(e))
@@ -125,11 +143,19 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
                     call_id += 1
                     end = max(c.end_s, earliest)
                     key = (e.region, e.axis, e.collective)
-                    coll_time[key] = coll_time.get(key, 0.0) + (end - earliest)
-                    breakdown["communication"] += end - earliest
+                    moved = end - earliest - c.planning_s
+                    coll_time[key] = coll_time.get(key, 0.0) + moved
+                    breakdown["communication"] += moved
+                    if c.planning_s:
+                        breakdown["planning"] = breakdown.get("planning", 0.0) + c.planning_s
+                    calls.append(CallTiming(e.name, sec.name, e.region, e.axis, e.collective, earliest, moved,
+                                            c.planning_s, c.schedule))
                     if trace:
                         args = {"axis": e.axis, "payload_bytes": e.payload_bytes, "groups": len(e.groups),
-                                "ranks": len(e.groups[0]), "schedule": c.schedule, "layer": rep}
+                                "ranks": len(e.groups[0]), "schedule": c.schedule, "layer": rep,
+                                "section": sec.name}
+                        if c.planning_s:
+                            args["planning_s"] = c.planning_s
                         start = max(c.start_s, earliest)
                         for i in range(n):
                             events.append(TraceEvent(names[i], f"{e.collective}[{e.axis}]", "collective",
@@ -166,16 +192,5 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
         collective_calls=call_id,
         tracks=plan.tracks,
         events=events,
+        calls=tuple(calls),
     )
-
-
-def chrome_trace(result: StepResult, label: str = "gxnet decode step") -> dict:
-    """Chrome trace event format (opens in Perfetto): one thread per rank behaviour."""
-    tids = {t.name: i for i, t in enumerate(result.tracks)}
-    evs = [{"name": "process_name", "ph": "M", "pid": 0, "args": {"name": label}}]
-    evs += [{"name": "thread_name", "ph": "M", "pid": 0, "tid": tids[t.name],
-             "args": {"name": f"{t.name} ({t.ranks} ranks)"}} for t in result.tracks]
-    for e in result.events:
-        evs.append({"name": e.name, "cat": e.cat, "ph": "X", "pid": 0, "tid": tids[e.track],
-                    "ts": e.start_s * 1e6, "dur": e.dur_s * 1e6, "args": e.args})
-    return {"traceEvents": evs, "displayTimeUnit": "ns"}

@@ -13,15 +13,19 @@ layer), evaluated from the compiled program with one substitution per track.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
-from fabrics.network_model import DemandEntry
+from fabrics.network.protocol import DemandEntry
 from gxnet.compile import CollectiveSlot, compiled_program
 from gxnet.deployment import Deployment
 from gxnet.moe import MoeLoad, moe_load
 
 CATEGORY = {"attention": "attention", "ffn": "ffn", "embedding": "other", "lm_head": "other"}
+# breakdown of a step: kernels by category, collectives, in-graph launches (B.3); plans whose network
+# charges online planning (AlltoAllv on PCIe) add "planning" after "communication"
+BREAKDOWN_KEYS = ("attention", "ffn", "communication", "fixed", "other")
+PLANNED_BREAKDOWN_KEYS = ("attention", "ffn", "communication", "planning", "fixed", "other")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,7 @@ class CollectiveEntry:
     collective: str
     payload_bytes: int
     groups: tuple[tuple[int, ...], ...]  # every concurrent group of the axis, global ranks
+    demand: object = field(default=None, compare=False)  # alltoallv: the call's demand matrix (bytes, group-indexed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +70,10 @@ class ExecutionPlan:
     tracks: tuple[Track, ...]
     sections: tuple[PlanSection, ...]
     demand: tuple[DemandEntry, ...]
-    moe: MoeLoad
+    moe: MoeLoad | None  # None: expert load is in the entries (EP phases with routed demand)
     weights_bytes_per_rank: int
     kv_bytes_per_rank: int
+    breakdown_keys: tuple[str, ...] = BREAKDOWN_KEYS
 
     @property
     def memory_bytes_per_rank(self) -> int:
@@ -90,8 +96,9 @@ class ExecutionPlan:
         return {
             "deployment": d.describe(),
             "tracks": [{"name": t.name, "ranks": t.ranks, "active_experts": t.active_experts} for t in self.tracks],
-            "moe": {"active_experts": self.moe.active_experts, "busiest_rows": self.moe.busiest_rows,
-                    "tokens_per_expert": self.moe.tokens_per_expert},
+            "moe": None if self.moe is None else {"active_experts": self.moe.active_experts,
+                                                  "busiest_rows": self.moe.busiest_rows,
+                                                  "tokens_per_expert": self.moe.tokens_per_expert},
             "sections": [{"name": s.name, "repeat": s.repeat, "entries": [entry(e) for e in s.entries]}
                          for s in self.sections],
             "weights_bytes_per_rank": self.weights_bytes_per_rank,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fabrics.network_model import CollectiveCall, Completion, DemandEntry, check_in_demand
+from fabrics.network.protocol import CollectiveCall, Completion, DemandEntry, NetworkReport, check_in_demand
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 
@@ -40,6 +40,9 @@ class FixedLatencyNetwork:
                for c, t in self._pending]
         self._pending = []
         return out
+
+    def report(self) -> NetworkReport:
+        return NetworkReport(model="fixed_latency")
 
 
 def model(name: str):

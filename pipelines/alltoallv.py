@@ -19,15 +19,15 @@ from collectives.alltoallv.validity import check_schedule
 from collectives.errors import SpecError
 from fabrics.pcie.evaluator import evaluate
 from fabrics.pcie.paths import channel_topology
-from fabrics.pcie.platform import build_cluster
+from pipelines.network import pcie_cluster
 from pipelines.app import CONF_DIR, gx_main
-from pipelines.units import parse_bytes, parse_count, parse_rate, parse_time
+from pipelines.units import parse_bytes, parse_count, parse_time
 
 
 def build_topology(platform: dict, nodes):
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
         raise SpecError(f"nodes={nodes!r} must be a whole number >= 1")
-    return channel_topology(build_cluster(platform, nodes, parse_rate))
+    return channel_topology(pcie_cluster(platform, nodes))
 
 
 def make_demand(workload: dict, n: int):

@@ -256,11 +256,13 @@ def format_table(results) -> str:
 # fabric=single_eps|single_ocs|all_eps|hybrid|all_ocs: one collective on a whole fabric (issue #4)
 # ---------------------------------------------------------------------------------------
 
-def fabric_world(fab: dict) -> int:
+def fabric_world(fab: dict, cluster_accelerators: int | None = None) -> int:
     """``fabric.world``, else the fabric's accelerators when a power of two, else the largest power
-    of two that fits (512 of the 576 accelerators of Appendix C.7)."""
+    of two that fits (512 of the 576 accelerators of Appendix C.7); PCIe: every GPU of the cluster."""
     if fab.get("world") is not None:
         w = _int(fab["world"], "fabric.world")
+    elif cluster_accelerators is not None:
+        w = cluster_accelerators
     elif fab.get("accelerators") is not None:
         n = _int(fab["accelerators"], "fabric.accelerators")
         w = 1 << (n.bit_length() - 1)
@@ -284,103 +286,101 @@ class _Accelerator:
     host share) stands in for the ports when ``fabric.ports`` is null and for the power figure."""
 
     name = "rx00"
+    scaleup_ports = 36
 
-    def __init__(self, ports: int):
-        self.scaleup_ports = ports
+
+def _pcie_world(cfg, fab: dict) -> int | None:
+    """Every GPU of a PCIe cluster (the collective spans them unless fabric.world says otherwise)."""
+    if fab.get("name") != "pcie":
+        return None
+    from pipelines.network import cluster_spec
+
+    return cluster_spec(cfg, _Accelerator(), 1).accelerators
 
 
 def fabric_task(cfg):
-    """Price one collective on a whole fabric with the fabric network model (or Simlette).
+    """Price one collective on a whole fabric with the configured network model.
 
     results.json: ``mode`` = "fabric", ``collective``, ``fabric``, ``network``, ``world``,
     ``group_size``, ``groups``, ``schedule_option``, ``size_bytes``, ``completion_s``, ``schedule``,
-    ``schedules`` {name: {time_s, phases, latency_s, seconds_per_byte}} (every schedule the model
-    can run there: the native set on EPS, every valid schedule on the planned OCS topology),
-    ``sweep`` [{size_bytes, completion_s, schedule, time_s {name: s}}], ``plan`` (hybrid/OCS) and
+    ``schedules`` {name: {time_s, ...}} (analytical and flow models on scale-up fabrics: every
+    schedule the model can run there -- the native set on EPS, every valid schedule on the planned
+    OCS topology -- with ``phases``, ``latency_s``, ``seconds_per_byte``; other models: the one
+    that ran), ``sweep`` [{size_bytes, completion_s, schedule, time_s {name: s}}], ``plan``
+    (hybrid/OCS), ``network_report`` (model details: Simlette's events, PCIe's activations) and
     ``system_power_W``; artifact ``plan.json`` (hybrid/OCS, first size).
     """
     from collectives.schedules import normalize_collective
-    from fabrics.network_model import CollectiveCall, DemandEntry
+    from pipelines.network import build_network, fabric_power, network_name
     from pipelines.specs import plain
 
     collective = normalize_collective(cfg.get("collective", "allreduce"))
     fab = dict(plain(cfg["fabric"]))
-    name = fab.get("name")
-    if name == "pcie":
-        raise SpecError("pipelines.collective prices scale-up fabrics; for fabric=pcie use pipelines.alltoallv")
-    world = fabric_world(fab)
-    groups = fabric_groups(world, cfg.get("group_size"))
-    sizes = parse_sizes(cfg.get("size"))
     schedule = str(cfg.get("schedule", "auto"))
     if schedule == "auto":  # the top-level option wins; fabric.schedule is the fabric group's default
         schedule = str(fab.get("schedule") or "auto")
+    fcfg = {"fabric": {**fab, "schedule": schedule}, "network": plain(cfg.get("network") or {"name": "auto"}),
+            "platform": plain(cfg.get("platform")), "scheduler": plain(cfg.get("scheduler")), "nodes": cfg.get("nodes")}
+    if fab.get("name") == "pcie":
+        fcfg["fabric"].pop("schedule")  # PCIe collectives run NCCL's native schedules (AlltoAllv: the scheduler)
+    world = fabric_world(fab, _pcie_world(fcfg, fab))
+    groups = fabric_groups(world, cfg.get("group_size"))
+    sizes = parse_sizes(cfg.get("size"))
     ports = fab.get("ports")
-    accel = _Accelerator(_int(ports, "fabric.ports") if ports is not None else 36)
-    fcfg = {"fabric": {**fab, "schedule": schedule}, "network": plain(cfg.get("network") or {"name": "analytical"})}
-    net_kind = fcfg["network"].get("name", "analytical")
-    if net_kind == "simlette":
-        return _simlette_collective(fcfg, accel, world, groups, collective, sizes)
-    if net_kind != "analytical":
-        raise SpecError(f"network={net_kind!r} is not available here; choose analytical or simlette")
-    from pipelines.network import fabric_network
-
-    network = fabric_network(fcfg, accel, world)
-    sweep, first, plan_json, plan_summary = [], None, None, None
+    accel = _Accelerator()
+    if ports is not None:
+        accel.scaleup_ports = _int(ports, "fabric.ports")
+    network = build_network(fcfg, accel, world)
+    sweep, tables, reports = [], [], []
     for size in sizes:
-        demand = (DemandEntry(region="collective", axis="group", collective=collective, groups=len(groups),
-                              ranks=len(groups[0]), calls_per_step=1, payload_bytes=size),)
-        network.prepare(demand, world)
-        call = CollectiveCall(call_id=0, region="collective", axis="group", collective=collective, groups=groups,
-                              payload_bytes=size)
-        completion_s, chosen = network.price(call)
-        lines = network.schedule_lines(call, every_schedule=True)
-        table = {n: {"time_s": ln.time_s(size), "phases": ln.phases, "latency_s": ln.latency_s,
-                     "seconds_per_byte": ln.seconds_per_byte} for n, ln in lines.items()}
-        row = {"size_bytes": size, "completion_s": completion_s, "schedule": chosen,
-               "time_s": {n: r["time_s"] for n, r in table.items()}}
+        row, table, report = _price_one(network, collective, groups, world, size)
         sweep.append(row)
-        if first is None:
-            first = (row, table)
-            plan_summary, plan_json = network.plan_summary(), network.plan_json
-    row, table = first
+        tables.append(table)
+        reports.append(report)
+    row, table, report = sweep[0], tables[0], reports[0]
     results = {
-        "mode": "fabric", "collective": collective, "fabric": name, "network": "analytical", "world": world,
-        "group_size": len(groups[0]), "groups": len(groups), "schedule_option": schedule,
+        "mode": "fabric", "collective": collective, "fabric": fab.get("name"), "network": network_name(fcfg),
+        "world": world, "group_size": len(groups[0]), "groups": len(groups), "schedule_option": schedule,
         "size_bytes": row["size_bytes"], "completion_s": row["completion_s"], "schedule": row["schedule"],
         "schedules": table, "sweep": sweep,
     }
-    if plan_summary is not None:
-        results["plan"] = plan_summary
-    from pipelines.network import fabric_power
-
+    if report.plan_summary is not None:
+        results["plan"] = dict(report.plan_summary)
+    if report.details is not None:
+        results["network_report"] = dict(report.details)
     power = fabric_power(fcfg, accel, world)
     if power is not None:
         results["system_power_W"] = power["system_power_W"]
     print(format_fabric_table(results))
-    artifacts = {"plan.json": plan_json} if plan_json is not None else {}
+    artifacts = {"plan.json": report.plan_json} if report.plan_json is not None else {}
     if len(sizes) > 1:
         artifacts["completion_time.png"] = plot_fabric_sweep(results)
     return results, artifacts
 
 
-def _simlette_collective(fcfg, accel, world, groups, collective, sizes):
-    from fabrics.simlette import simulate_collective
-    from pipelines.network import simlette_network
+def _price_one(network, collective: str, groups, world: int, size: int):
+    """One collective of ``size`` bytes per rank through the network-model protocol, and every
+    schedule's time where the model can price alternatives (analytical and flow on scale-up)."""
+    from fabrics.analytical import FabricAnalytical
+    from fabrics.network.protocol import CollectiveCall, DemandEntry
 
-    sweep = []
-    for size in sizes:
-        net = simlette_network(fcfg, accel, world)
-        r = simulate_collective(net, collective, size, groups=groups)
-        sweep.append({"size_bytes": size, "completion_s": r["completion_s"], "schedule": r["schedule"],
-                      "sim_wall_s": r["sim_wall_s"], "events": r["events"]})
-    first = sweep[0]
-    results = {"mode": "fabric", "collective": collective, "fabric": fcfg["fabric"].get("name"), "network": "simlette",
-               "world": world, "group_size": len(groups[0]), "groups": len(groups),
-               "schedule_option": fcfg["fabric"]["schedule"], "size_bytes": first["size_bytes"],
-               "completion_s": first["completion_s"], "schedule": first["schedule"],
-               "schedules": {first["schedule"]: {"time_s": first["completion_s"]}}, "sweep": sweep}
-    print(format_fabric_table(results))
-    return results
+    demand = (DemandEntry(region="collective", axis="group", collective=collective, groups=len(groups),
+                          ranks=len(groups[0]), calls_per_step=1, payload_bytes=size),)
+    call = CollectiveCall(call_id=0, region="collective", axis="group", collective=collective, groups=groups,
+                          payload_bytes=size)
+    network.prepare(demand, world)
+    network.register(call, 0.0)
+    (done,) = network.advance()
+    completion_s = done.end_s - done.start_s
+    if isinstance(network, FabricAnalytical):
+        lines = network.schedule_lines(call, every_schedule=True)
+        table = {n: {"time_s": ln.time_s(size), "phases": ln.phases, "latency_s": ln.latency_s,
+                     "seconds_per_byte": ln.seconds_per_byte} for n, ln in lines.items()}
+    else:
+        table = {done.schedule: {"time_s": completion_s}}
+    row = {"size_bytes": size, "completion_s": completion_s, "schedule": done.schedule,
+           "time_s": {n: r["time_s"] for n, r in table.items()}}
+    return row, table, network.report()
 
 
 def format_fabric_table(results) -> str:

@@ -19,7 +19,7 @@ import dataclasses
 
 from collectives.errors import SpecError
 from pipelines.app import gx_main
-from pipelines.network import build_network
+from pipelines.network import build_network, network_name
 from pipelines.specs import deployment_spec, plain
 from pipelines.trace import chrome_trace
 
@@ -48,7 +48,7 @@ def results_of(cfg, dep, step) -> dict:
         "context_tokens": dep.context_tokens,
         "parallel": dataclasses.asdict(dep.parallel),
         "fabric": plain(cfg["fabric"]).get("name"),
-        "network": plain(cfg["network"]).get("name"),
+        "network": network_name(cfg),
         "decode_step_s": step.decode_step_s,
         "interactivity_tok_s_user": step.interactivity_tok_s_user,
         "throughput_tok_s": step.throughput_tok_s,
@@ -76,8 +76,9 @@ def summary(res: dict) -> str:
 
 # --- scale-up fabrics (issue #4): power (Table 12) and the deployment's circuit plan ------------------
 
-def fabric_results(cfg, dep, step, network=None) -> tuple[dict, dict | None]:
-    """Power and plan keys of the scale-up fabrics, and the plan.json artifact (hybrid, OCS)."""
+def fabric_results(cfg, dep, step, network) -> tuple[dict, dict | None]:
+    """Power (scale-up fabrics), what the network model reports (schedules, the circuit plan of
+    hybrid and OCS fabrics, model details), and the plan.json artifact."""
     from fabrics.power import tokens_per_s_per_MW
     from pipelines.network import fabric_power
 
@@ -91,36 +92,20 @@ def fabric_results(cfg, dep, step, network=None) -> tuple[dict, dict | None]:
         out["accelerator_power_W"] = power["accelerator_power_W"]
         if "power_note" in power:
             out["power_note"] = power["power_note"]
-    if network is None or not hasattr(network, "plan_summary"):
-        return out, None
-    used = getattr(network, "schedules_used", None)
-    if used:
-        out["schedules"] = {"/".join(k): v for k, v in used.items()}
-    plan_summary = network.plan_summary()
-    if plan_summary is None:
-        return out, None
-    out["plan"] = plan_summary
-    return out, network.plan_json
+    report = network.report()
+    if report.schedules:
+        out["schedules"] = dict(report.schedules)
+    if report.plan_summary is not None:
+        out["plan"] = dict(report.plan_summary)
+    if report.details is not None:
+        out["network_report"] = dict(report.details)
+    return out, (None if report.plan_summary is None else report.plan_json)
 
 
 def power_line(res: dict) -> str:
     if res.get("system_power_W") is None:
         return f"\npower: {res['power_note']}" if "power_note" in res else ""
     return f"\nsystem power {res['system_power_W'] / 1e6:.3f} MW -> {res['tokens_per_s_per_MW']:.1f} tok/s/MW"
-
-
-class _Capture:
-    """``evaluate`` that remembers the network model it built (for the plan and schedules)."""
-
-    def __init__(self):
-        self.network = None
-
-    def __call__(self, cfg, deployment=None, network=None):
-        dep = deployment if deployment is not None else deployment_spec(cfg)
-        if network is None:
-            network = build_network(cfg, dep.accelerator, dep.world)
-        self.network = network
-        return evaluate(cfg, dep, network)
 
 
 # --- fabric=pcie (issue #9): the expert-parallel decode phase on a PCIe cluster ----------------------
@@ -165,7 +150,6 @@ def pcie_view(cfg) -> dict:
 
 
 def pcie_task(cfg):
-    from gxnet.prefill import chrome_trace as phase_trace
     from pipelines import prefill
 
     view = pcie_view(cfg)
@@ -176,7 +160,6 @@ def pcie_task(cfg):
     a2a = res["alltoallv"]
     res.update({
         "world": dep.ep, "batch": dep.phase.requests, "parallel": {"scheme": "ep", "ep": dep.ep},
-        "network": "pcie_flow_level",
         "decode_step_s": latency,
         "interactivity_tok_s_user": 1.0 / latency,
         "throughput_tok_s": dep.phase.requests / latency,
@@ -185,24 +168,21 @@ def pcie_task(cfg):
     })
     print(prefill.summary(res) + f"\ndecode step {latency * 1e3:.3f} ms -> {res['interactivity_tok_s_user']:.1f} "
           f"tok/s/user, {res['throughput_tok_s']:.1f} tok/s")
-    return res, {"trace.json": phase_trace(step, f"{dep.model.name} decode step")}
+    return res, {"trace.json": chrome_trace(step.events, process_name=f"{dep.model.name} decode step")}
 # -------------------------------------------------------------------------------------------------------
 
 
 def task(cfg):
     if plain(cfg["fabric"]).get("name") == "pcie":
         return pcie_task(cfg)
-    capture = _Capture()
-    # --- compute=roofline|measured (issue #8): measured kernel durations from a calibration table ----
     from pipelines.hardware.measured import evaluate_compute
 
-    dep, step, compute_results = evaluate_compute(cfg, capture)
-    # -------------------------------------------------------------------------------------------------
+    dep = deployment_spec(cfg)
+    network = build_network(cfg, dep.accelerator, dep.world)
+    step, compute_results = evaluate_compute(cfg, dep, network)  # compute=roofline | measured, on this network
     res = {**results_of(cfg, dep, step), **compute_results}
-    extra, plan_json = fabric_results(cfg, dep, step, capture.network)
+    extra, plan_json = fabric_results(cfg, dep, step, network)
     res.update(extra)
-    if hasattr(capture.network, "report"):  # Simlette: per-link utilisation and credit stalls
-        res["network_report"] = capture.network.report()
     print(summary(res) + power_line(res))
     artifacts = {"trace.json": chrome_trace(step.events, process_name=f"{dep.model.name} decode step")}
     if plan_json is not None:

@@ -1,94 +1,409 @@
-"""Network model construction from config (``network=analytical|simlette``).
+"""Fabric and network config -> typed specs -> a network model (the one place this happens).
 
-``network=analytical`` on a scale-up fabric (``fabric=single_eps|single_ocs|all_eps|hybrid|all_ocs``)
-builds ``fabrics.analytical.FabricAnalytical`` on the physical fabric of ``conf/fabric/<name>.yaml``
-(paper 003, Section 5.4): native schedules on EPS, planned circuits and schedules on OCS.
-``network.model=single_level`` keeps the earlier single-level Hockney model (λ = fabric.hop_latency).
+``cluster_spec(cfg, accelerator, world)`` turns ``cfg.fabric`` (and, for ``fabric=pcie``, the
+``platform`` group, ``nodes`` and ``scheduler``) into a frozen ``fabrics.spec.ClusterSpec``:
+human units parsed once, one set of defaults, unknown keys and keys of the other fabric family
+refused with one line. ``network_spec(cfg)`` does the same for ``cfg.network``. ``build_network``
+hands both to the registry of network models (``fabrics.network.registry``), which refuses a
+model on a fabric it does not declare (``network=analytical`` on ``fabric=pcie``, say).
+
+The fabric's defaults live here and in ``conf/fabric/*.yaml`` only; the core rooms accept specs.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Mapping
 
 from collectives.errors import SpecError
-from pipelines.specs import fabric_numbers, plain
+from pipelines.specs import plain, positive_int
 from pipelines.units import parse_bytes, parse_rate, parse_time
 
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
-def build_network(cfg: Any, accelerator, world: int):
-    """The configured network model for ``cfg.fabric`` (ready for ``prepare``)."""
-    # --- fabric=pcie (issue #9): flow-level PCIe model, built in pipelines/prefill.py ---------
-    if dict(plain(cfg["fabric"])).get("name") == "pcie":
-        from pipelines.prefill import pcie_network_from_cfg
+# --- scale-up fabrics -----------------------------------------------------------------------------
 
-        return pcie_network_from_cfg(cfg, world)
-    # ------------------------------------------------------------------------------------------
-    net = dict(plain(cfg["network"]))
-    kind = net.get("name", "analytical")
-    if kind == "analytical":
-        if net.get("model", "fabric") == "single_level":
-            return single_level_network(cfg, accelerator)
-        return fabric_network(cfg, accelerator, world)
-    if kind == "simlette":
-        return simlette_network(cfg, accelerator, world)
-    raise SpecError(f"network={kind!r} is not available; choose one of: analytical, simlette")
+SCALEUP_KEYS = {
+    "name": "fabric kind: single_eps | single_ocs | all_eps | hybrid | all_ocs (alias: kind)",
+    "accelerators": "accelerators in the system (null: = world); 576 for Appendix C.7",
+    "ports": "L, ports per accelerator (null: the accelerator's scale-up ports)",
+    "link_rate": "R per port and direction, e.g. 400Gb/s",
+    "switch_radix": "ports per switching chip (72); null for a single level means one device per rail",
+    "down_ports": "level-1 ports towards accelerators = rack size (32)",
+    "up_ports": "level-1 ports towards level 2 (8 for 4:1; 32 for non-blocking all-OCS)",
+    "latency_case": "Table 9 attribution: low | nominal | high",
+    "switch_core": "time, overrides the case's switch core latency",
+    "ocs_pass_through": "time (10ns)",
+    "cable_latency": "time, accelerator-level-1 cable (10ns)",
+    "level2_cable_latency": "time, level-1-level-2 fiber (10ns)",
+    "hop_latency": "time: λ of the single-level model; on OCS fabrics the planner's λ",
+    "schedule": "auto or a schedule name forced on every call",
+    "allocation": "OCS planner allocation (shared_host)",
+}
+# time keys and the LatencyBudget field each sets
+SCALEUP_LATENCY_KEYS = {"switch_core": "switch_core_s", "ocs_pass_through": "ocs_pass_through_s",
+                        "cable_latency": "cable_s", "level2_cable_latency": "level2_cable_s"}
+PCIE_KEYS = {
+    "name": "pcie",
+    "platform": "conf/platform/<name>.yaml (the top-level platform group wins)",
+    "nodes": "PCIe servers joined by the leaf-spine network (the top-level nodes wins)",
+    "scheduler": "AlltoAllv scheduler (the top-level scheduler group wins)",
+    "scheduler_params": "the scheduler's parameters",
+    "activation_overhead": "time λ per activation",
+    "planning": "per_activation | measured | none",
+    "planning_cost_per_activation": "time per emitted activation (20.6us)",
+    "catalog_dir": "VarioPath catalog cache directory (null: off)",
+    "validate": "validity-check every AlltoAllv schedule before timing it",
+}
+# keys of the fabric group that pipelines read (the collective pipeline's ranks), in both families
+PIPELINE_KEYS = ("world", "group_size")
 
 
-def single_level_network(cfg: Any, accelerator):
-    from fabrics.analytical import AnalyticalSingleLevel, SingleLevelParams
-
-    fab = fabric_numbers(cfg, accelerator)
-    if fab.get("hop_latency_s") is None:
-        raise SpecError("fabric.hop_latency is not set; give e.g. fabric.hop_latency=0.81us")
-    return AnalyticalSingleLevel(
-        SingleLevelParams(hop_latency_s=fab["hop_latency_s"], link_rate_Bps=fab["link_rate_Bps"], ports=fab["ports"])
-    )
+def _number_or_unit(value: Any, parser, what: str) -> float:
+    if isinstance(value, bool):
+        raise SpecError(f"{what}={value!r} must be a number or a value with a unit")
+    if isinstance(value, (int, float)):
+        return float(value)
+    return parser(value, what)
 
 
-# --- scale-up fabrics (issue #4): physical fabric + fabric-aware analytical model ------------
+def _as_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        raise SpecError(f"fabric.{name}={value!r} must be an integer")
+    return int(value)
 
-# Keys of conf/fabric/*.yaml read by the network model or the pipelines, not by the physical fabric.
-FABRIC_MODEL_KEYS = ("world", "group_size", "schedule", "allocation")
+
+def _family_keys(fab: Mapping[str, Any], kind: str, allowed: Mapping[str, str], other: Mapping[str, str]) -> None:
+    unknown = sorted(set(fab) - set(allowed) - set(PIPELINE_KEYS) - {"kind"})
+    if not unknown:
+        return
+    key = unknown[0]
+    if key in other:
+        raise SpecError(f"fabric.{key} belongs to the other fabric family, not to fabric={kind}; "
+                        f"{kind} takes: {', '.join(allowed)}")
+    raise SpecError(f"unknown fabric key fabric.{key} for fabric={kind}; known keys: {', '.join(allowed)}")
 
 
-def fabric_dict(cfg: Any, accelerator) -> dict:
-    """``cfg.fabric`` with every human unit parsed (the physical fabric's keys only)."""
-    from fabrics.physical import FABRIC_UNIT_KEYS
-
-    fab = fabric_numbers(cfg, accelerator)
-    d = {k: v for k, v in fab.items() if k not in FABRIC_MODEL_KEYS}
-    parsers = {"rate": parse_rate, "time": parse_time}
-    for key, (unit, suffix) in FABRIC_UNIT_KEYS.items():
-        if key + suffix in d and d[key + suffix] is not None:
-            d.pop(key, None)
-            continue
-        if isinstance(d.get(key), str):
-            d[key] = parsers[unit](d[key], f"fabric.{key}")
+def _canonical(d: Mapping[str, Any]) -> dict:
+    """Hydra's private keys dropped, ``kind`` as an alias of ``name``, parsed duplicates
+    (``link_rate_Bps``, ``switch_core_s``, ...; numbers in the unit of the suffix) folded in."""
+    d = {k: v for k, v in dict(d).items() if not str(k).startswith("_")}
+    if "name" not in d and "kind" in d:
+        d["name"] = d["kind"]
+    d.pop("kind", None)
+    for key in ("link_rate", "hop_latency", *SCALEUP_LATENCY_KEYS):
+        suffix = "_Bps" if key == "link_rate" else "_s"
+        if key + suffix in d:
+            value = d.pop(key + suffix)
+            if value is not None:
+                d[key] = value
+    for seconds_name, key in (("cable_s", "cable_latency"), ("level2_cable_s", "level2_cable_latency")):
+        if seconds_name in d:  # the LatencyBudget field names, accepted as the same keys
+            value = d.pop(seconds_name)
+            if value is not None:
+                d[key] = value
     return d
 
 
-def physical_fabric(cfg: Any, accelerator, world: int):
-    """The ``PhysicalFabric`` of ``cfg.fabric`` for a deployment of ``world`` ranks."""
-    from fabrics.physical import fabric_from_dict
+def fabric_spec_from_dict(d: Mapping[str, Any], *, world: int, default_ports: int | None = None):
+    """``fabrics.physical.FabricSpec`` of a scale-up fabric from its config mapping.
 
-    return fabric_from_dict(fabric_dict(cfg, accelerator), world=world)
+    ``world`` is the number of ranks the deployment uses; the fabric may be larger (512 of 576).
+    Rates and times are numbers (bytes/s, seconds) or strings with units (``400Gb/s``, ``10ns``).
+    """
+    from fabrics.latency import LatencyBudget
+    from fabrics.physical import FABRIC_KINDS, FABRICS, FabricSpec
+
+    d = _canonical(d)
+    kind = d.get("name")
+    if kind is None:
+        raise SpecError(f"fabric.name is missing; choose one of: {', '.join(FABRIC_KINDS)}")
+    kind = FABRICS.get(str(kind))
+    _family_keys(d, kind, SCALEUP_KEYS, PCIE_KEYS)
+    ports = d.get("ports") if d.get("ports") is not None else default_ports
+    if ports is None:
+        raise SpecError("fabric.ports is not set and the accelerator names no scale-up ports; give e.g. fabric.ports=36")
+    if d.get("link_rate") is None:
+        raise SpecError("fabric.link_rate is required (e.g. fabric.link_rate=400Gb/s)")
+    latency_kw = {"case": str(d.get("latency_case") or "nominal")}
+    for key, field_name in SCALEUP_LATENCY_KEYS.items():
+        if d.get(key) is not None:
+            latency_kw[field_name] = _number_or_unit(d[key], parse_time, f"fabric.{key}")
+    levels = FABRIC_KINDS[kind][0]
+    radix = d.get("switch_radix", None if levels == 1 else 72)
+    up = d.get("up_ports")
+    accelerators = d.get("accelerators")
+    spec = FabricSpec(
+        kind=kind,
+        accelerators=_as_int("accelerators", world if accelerators is None else accelerators),
+        ports=_as_int("ports", ports),
+        link_rate_Bps=_number_or_unit(d["link_rate"], parse_rate, "fabric.link_rate"),
+        switch_radix=None if radix is None else _as_int("switch_radix", radix),
+        down_ports=_as_int("down_ports", d.get("down_ports") or 32),
+        up_ports=_as_int("up_ports", up if up is not None else (32 if kind == "all_ocs" else 8)),
+        latency=LatencyBudget(**latency_kw),
+    )
+    if isinstance(world, bool) or not isinstance(world, int) or world < 1 or world > spec.accelerators:
+        raise SpecError(f"world={world} ranks do not fit fabric.accelerators={spec.accelerators}; "
+                        "raise fabric.accelerators or lower world")
+    return spec
 
 
-def fabric_network(cfg: Any, accelerator, world: int):
-    """``FabricAnalytical`` on the configured fabric; ``fabric.schedule`` (auto | a schedule name)
-    forces a schedule, ``fabric.allocation`` the OCS planner's allocation, ``fabric.hop_latency``
-    the planner's λ on OCS fabrics (default: one OCS hop of Table 9, 0.52 µs)."""
-    from fabrics.analytical import FabricAnalytical
+def scaleup_options(d: Mapping[str, Any], kind: str):
+    from fabrics.physical import FABRIC_KINDS, OCS
+    from fabrics.spec import ScaleUpOptions
 
-    raw = dict(plain(cfg["fabric"]))
-    fabric = physical_fabric(cfg, accelerator, world)
-    lam = raw.get("hop_latency")
-    planner_lam = None
-    if lam is not None and fabric.spec.level1_kind == "ocs":
-        planner_lam = parse_time(lam, "fabric.hop_latency")
-    return FabricAnalytical(fabric, schedule=str(raw.get("schedule") or "auto"), planner_hop_latency_s=planner_lam,
-                            allocation=str(raw.get("allocation") or "shared_host"))
+    d = _canonical(d)
+    lam = d.get("hop_latency")
+    lam_s = None if lam is None else _number_or_unit(lam, parse_time, "fabric.hop_latency")
+    return ScaleUpOptions(schedule=str(d.get("schedule") or "auto"), allocation=str(d.get("allocation") or "shared_host"),
+                          planner_hop_latency_s=lam_s if FABRIC_KINDS[kind][1] == OCS else None,
+                          hop_latency_s=lam_s)
 
+
+def fabric_from_dict(d: Mapping[str, Any], *, world: int):
+    """The ``PhysicalFabric`` of a scale-up fabric config mapping."""
+    from fabrics.physical import build_fabric
+
+    return build_fabric(fabric_spec_from_dict(d, world=world))
+
+
+# --- PCIe servers --------------------------------------------------------------------------------
+
+def platform_dict(cfg: Any) -> dict:
+    """The platform mapping: the top-level ``platform`` group, else ``fabric.platform`` by name."""
+    top = _get(cfg, "platform")
+    if isinstance(top, str) or top is None:
+        name = top or plain(cfg["fabric"]).get("platform") or "r5080_bf3"
+        path = CONF_DIR / "platform" / f"{name}.yaml"
+        if not path.exists():
+            raise SpecError(f"platform={name!r} is not in conf/platform/; choose one of: "
+                            f"{', '.join(sorted(p.stem for p in path.parent.glob('*.yaml')))}")
+        import yaml
+
+        return yaml.safe_load(path.read_text())
+    return dict(plain(top))
+
+
+def pcie_server_spec(cfg: Mapping[str, Any]):
+    """A platform mapping (conf/platform/*.yaml) -> validated ``PcieServer``; one line per error."""
+    from fabrics.pcie.platform import PcieLink, PcieServer
+
+    if not isinstance(cfg, Mapping):
+        raise SpecError(f"platform must be a mapping, got {type(cfg).__name__}")
+    name = str(cfg.get("name", "platform"))
+    for key in ("gpus_per_node", "pcie_rate", "nic_rate", "vertices", "gpus"):
+        if key not in cfg:
+            raise SpecError(f"platform {name}: missing key {key!r} (see conf/platform/fig1.yaml for the format)")
+
+    def rate(value, what: str) -> float:
+        return _number_or_unit(value, parse_rate, what)
+
+    pcie = rate(cfg["pcie_rate"], f"platform {name} pcie_rate")
+    n = _platform_int(cfg["gpus_per_node"], f"platform {name} gpus_per_node")
+    gpu_vertex = _gpu_vertices(name, dict(cfg["gpus"]), n)
+    nics = {}
+    for nic, spec in dict(cfg.get("nics") or {}).items():
+        if isinstance(spec, Mapping):
+            nics[str(nic)] = (str(spec["at"]), rate(spec.get("link_rate", cfg["pcie_rate"]), f"nic {nic} link_rate"))
+        else:
+            nics[str(nic)] = (str(spec), pcie)
+    links = []
+    for item in cfg.get("links") or []:
+        if isinstance(item, Mapping):
+            a, b, r = item["a"], item["b"], item.get("rate", cfg["pcie_rate"])
+        else:
+            if len(item) not in (2, 3):
+                raise SpecError(f"platform {name}: link {item!r} must be [a, b] or [a, b, rate]")
+            a, b, r = item[0], item[1], (item[2] if len(item) == 3 else cfg["pcie_rate"])
+        links.append(PcieLink(a=str(a), b=str(b), rate_Bps=rate(r, f"link {a}-{b} rate")))
+    net = dict(cfg.get("network") or {})
+    gpu_rate = cfg.get("gpu_link_rate", cfg["pcie_rate"])
+    overrides: tuple = ()
+    if isinstance(gpu_rate, (list, tuple)):
+        if len(gpu_rate) != n:
+            raise SpecError(f"platform {name}: gpu_link_rate lists {len(gpu_rate)} rates for {n} GPUs; "
+                            "give one per GPU or one for all")
+        overrides = tuple(rate(r, f"gpu_link_rate[{k}]") for k, r in enumerate(gpu_rate))
+        gpu_rate = cfg["pcie_rate"]
+    return PcieServer(name=name, gpus_per_node=n, gpu_link_Bps=rate(gpu_rate, "gpu_link_rate"),
+                      gpu_link_overrides=overrides, nic_rate_Bps=rate(cfg["nic_rate"], f"platform {name} nic_rate"),
+                      vertices={str(k): str(v) for k, v in dict(cfg["vertices"]).items()},
+                      gpu_vertex=tuple(gpu_vertex), nics=nics, links=tuple(links),
+                      nodes_per_leaf=_platform_int(net.get("nodes_per_leaf", 8), f"platform {name} network.nodes_per_leaf"),
+                      oversubscription=float(net.get("oversubscription", 1.0)))
+
+
+def _platform_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        raise SpecError(f"{what}={value!r} must be a whole number")
+    return int(value)
+
+
+def _gpu_vertices(name: str, gpus: dict, n: int) -> list[str]:
+    gpu_vertex: list[str | None] = [None] * max(n, 0)
+    for vertex, ids in gpus.items():
+        for k in ids:
+            if not 0 <= int(k) < n:
+                raise SpecError(f"platform {name}: GPU {k} under {vertex} is outside 0..{n - 1} (gpus_per_node={n})")
+            if gpu_vertex[int(k)] is not None:
+                raise SpecError(f"platform {name}: GPU {k} is listed under two vertices")
+            gpu_vertex[int(k)] = str(vertex)
+    missing = [k for k, v in enumerate(gpu_vertex) if v is None]
+    if missing:
+        raise SpecError(f"platform {name}: GPUs {missing} are not attached to any vertex under 'gpus'")
+    return gpu_vertex
+
+
+def pcie_cluster(platform: Mapping[str, Any], nodes: int):
+    """A platform mapping and a node count -> ``PcieCluster`` (what planners and evaluators take)."""
+    from fabrics.pcie.platform import PcieCluster
+
+    if isinstance(nodes, bool) or not isinstance(nodes, int):
+        raise SpecError(f"nodes={nodes!r} must be a whole number >= 1")
+    return PcieCluster(server=pcie_server_spec(platform), nodes=nodes)
+
+
+def scheduler_choice(cfg: Any, name: str | None = None) -> tuple[str, dict]:
+    """(scheduler name, its parameters): the ``scheduler`` group (conf/scheduler/<name>.yaml),
+    a plain name, or ``fabric.scheduler``; ``name`` picks another scheduler's own config file."""
+    fab = dict(plain(cfg["fabric"]))
+    chosen = plain(_get(cfg, "scheduler", fab.get("scheduler", "variopath")))
+    if isinstance(chosen, dict):
+        params = dict(chosen)
+        chosen = str(params.pop("name"))
+    else:
+        chosen, params = str(chosen), dict(fab.get("scheduler_params") or {})
+    if name is None or name == chosen:
+        return chosen, params
+    path = CONF_DIR / "scheduler" / f"{name}.yaml"
+    if not path.exists():
+        return str(name), {}
+    import yaml
+
+    params = dict(yaml.safe_load(path.read_text()) or {})
+    params.pop("name", None)
+    return str(name), params
+
+
+def pcie_options(cfg: Any, scheduler: str | None = None):
+    from fabrics.pcie_network import PcieNetworkParams
+
+    fab = dict(plain(cfg["fabric"]))
+    sched, sparams = scheduler_choice(cfg, scheduler)
+    return PcieNetworkParams(
+        scheduler=str(sched), scheduler_params=sparams,
+        activation_overhead_s=_number_or_unit(fab.get("activation_overhead", 0), parse_time, "fabric.activation_overhead"),
+        planning=str(fab.get("planning", "per_activation")),
+        planning_cost_per_activation_s=_number_or_unit(fab.get("planning_cost_per_activation", "20.6us"), parse_time,
+                                                       "fabric.planning_cost_per_activation"),
+        catalog_dir=fab.get("catalog_dir"), validate=bool(fab.get("validate", True)))
+
+
+# --- the cluster, the network and the model -------------------------------------------------------
+
+def _get(cfg: Any, key: str, default=None):
+    try:
+        v = cfg.get(key, default) if hasattr(cfg, "get") else default
+    except Exception:  # pragma: no cover - omegaconf missing-value errors
+        return default
+    return default if v is None else v
+
+
+def fabric_name(cfg: Any) -> str:
+    fab = dict(plain(cfg["fabric"]))
+    return str(fab.get("name", fab.get("kind")))
+
+
+def cluster_spec(cfg: Any, accelerator, world: int, *, scheduler: str | None = None, nodes: int | None = None):
+    """The configured fabric as a ``ClusterSpec`` for a deployment of ``world`` ranks."""
+    from fabrics.spec import ClusterSpec, ScaleOutSpec
+
+    fab = dict(plain(cfg["fabric"]))
+    if fabric_name(cfg) == "pcie":
+        _family_keys(_canonical(fab), "pcie", PCIE_KEYS, SCALEUP_KEYS)
+        n_nodes = nodes if nodes is not None else positive_int(_get(cfg, "nodes", fab.get("nodes", 1)), "nodes")
+        server = pcie_server_spec(platform_dict(cfg))
+        scale_out = ScaleOutSpec(nics_per_node=len(server.nics), nic_rate_Bps=server.nic_rate_Bps,
+                                 nodes_per_leaf=server.nodes_per_leaf, oversubscription=server.oversubscription)
+        cluster = ClusterSpec(name="pcie", nodes=n_nodes, node=server, scale_out=scale_out,
+                              options=pcie_options(cfg, scheduler))
+        if world > cluster.accelerators:
+            per = server.gpus_per_node
+            raise SpecError(f"{world} ranks need {world} GPUs but {n_nodes} {server.name} node(s) have "
+                            f"{cluster.accelerators}; set nodes={-(-world // per)}")
+        return cluster
+    spec = fabric_spec_from_dict(fab, world=world, default_ports=getattr(accelerator, "scaleup_ports", None))
+    return ClusterSpec(name=spec.kind, nodes=1, node=spec, options=scaleup_options(fab, spec.kind))
+
+
+def network_name(cfg: Any) -> str:
+    """The network model that runs: ``cfg.network.name``, with ``auto`` resolved to the fabric
+    family's default (analytical on the scale-up fabrics, flow on PCIe)."""
+    net = dict(plain(_get(cfg, "network", {"name": "auto"})))
+    name = str(net.get("name") or "auto")
+    if name == "auto":
+        return "flow" if fabric_name(cfg) == "pcie" else "analytical"
+    return name
+
+
+def network_spec(cfg: Any):
+    """(registry name, typed spec) of ``cfg.network``."""
+    from fabrics.network.registry import AnalyticalSpec, FlowSpec
+
+    net = dict(plain(_get(cfg, "network", {"name": "auto"})))
+    name = network_name(cfg)
+    if name == "analytical":
+        return name, AnalyticalSpec(model=str(net.get("model") or "fabric"))
+    if name == "flow":
+        return name, FlowSpec()
+    if name == "simlette":
+        return name, simlette_spec(net)
+    from fabrics.network.registry import NETWORK_MODELS
+
+    raise SpecError(f"network={name!r} is not available; choose one of: {', '.join(NETWORK_MODELS.names())}")
+
+
+def simlette_spec(net: Mapping[str, Any]):
+    from fabrics.simlette.build import SimletteSpec
+    from fabrics.simlette.params import SimletteParams
+
+    buf = net.get("buffer_bytes", net.get("buffer", "unlimited"))
+    buffer_bytes = None if buf in (None, "unlimited") else int(_number_or_unit(buf, parse_bytes, "network.buffer"))
+    kw = dict(mode=str(net.get("mode") or "optimized"), buffer_bytes=buffer_bytes,
+              write_responses=bool(net.get("write_responses", False)), spray=str(net.get("spray") or "source"),
+              phase_sync=str(net.get("phase_sync") or "auto"))
+    if net.get("credit_protocol_s") is not None:
+        kw["credit_protocol_s"] = float(net["credit_protocol_s"])
+    mult = net.get("ocs_multiplicity")
+    return SimletteSpec(params=SimletteParams(**kw), schedule=net.get("schedule") or None,
+                        ocs_folds=tuple(str(m) for m in (net.get("ocs_folds") or ())),
+                        ocs_multiplicity=None if mult is None else positive_int(mult, "network.ocs_multiplicity"))
+
+
+def build_network(cfg: Any, accelerator, world: int, *, scheduler: str | None = None, nodes: int | None = None,
+                  topology=None):
+    """The configured network model on the configured fabric (ready for ``prepare``)."""
+    from fabrics.network.registry import build_network_model
+
+    cluster = cluster_spec(cfg, accelerator, world, scheduler=scheduler, nodes=nodes)
+    name, spec = network_spec(cfg)
+    return build_network_model(name, cluster, spec, world, topology=topology)
+
+
+def simlette_from_config(fabric: Mapping[str, Any], network: Mapping[str, Any], *, world: int | None = None,
+                         topology=None):
+    """Simlette on a scale-up fabric given as mappings (tests, benchmarks): the same parser and
+    builder as ``build_network``; ``fabric.world`` / ``fabric.accelerators`` set the size."""
+    fab = dict(fabric)
+    n = fab.pop("world", None) or fab.get("accelerators") or world
+    if n is None:
+        raise SpecError("fabric.world (number of accelerators) is not set; give e.g. fabric.world=256")
+    cfg = {"fabric": fab, "network": {**dict(network), "name": "simlette"}}
+    return build_network(cfg, None, int(world or n), topology=topology)
+
+
+# --- power of the scale-up fabrics (Table 12) ------------------------------------------------------
 
 def accelerator_power_W(cfg: Any, accelerator) -> float | None:
     """Per-accelerator power incl. host share (Table 12): ``accelerator_power`` in the config, else
@@ -110,16 +425,15 @@ def accelerator_power_W(cfg: Any, accelerator) -> float | None:
 def fabric_power(cfg: Any, accelerator, world: int) -> dict | None:
     """System power of the configured fabric (Table 12 column from ``fabric.link_rate``):
     ``system_power_W`` and ``power_breakdown_W``; None for fabrics without a power model."""
-    from fabrics.physical import FABRIC_KINDS
+    from fabrics.physical import FABRIC_KINDS, build_fabric
     from fabrics.power import power_breakdown
 
-    raw = dict(plain(cfg["fabric"]))
-    if raw.get("name", raw.get("kind")) not in FABRIC_KINDS:
+    if fabric_name(cfg) not in FABRIC_KINDS:
         return None
     watts = accelerator_power_W(cfg, accelerator)
     if watts is None:
         return None
-    fabric = physical_fabric(cfg, accelerator, world)
+    fabric = build_fabric(cluster_spec(cfg, accelerator, world).node)
     try:
         pb = power_breakdown(fabric, watts)
     except SpecError as exc:  # a link rate without a Table 12 column: timing is still valid
@@ -128,21 +442,8 @@ def fabric_power(cfg: Any, accelerator, world: int) -> dict | None:
     return {"system_power_W": pb.total_W, "accelerator_power_W": watts, "power_breakdown_W": pb.as_dict()}
 
 
-# --- network=simlette (README.md, "how to wire") ---------------------------------------
+def simlette_params(network: Mapping[str, Any], latency):
+    """Simulator parameters of a ``network=simlette`` mapping with the endpoint split of ``latency``."""
+    from fabrics.simlette.build import endpoint_split
 
-def simlette_network(cfg: Any, accelerator, world: int, topology=None):
-    from fabrics.simlette import simlette_from_config
-
-    net = dict(plain(cfg["network"]))
-    forced = dict(plain(cfg["fabric"])).get("schedule")  # schedule=<name> lands in cfg.fabric
-    if not net.get("schedule") and forced not in (None, "auto"):
-        net["schedule"] = forced
-    buf = net.get("buffer", "unlimited")
-    net["buffer_bytes"] = None if buf in (None, "unlimited") else parse_bytes(buf, "network.buffer")
-    fab = fabric_dict(cfg, accelerator)
-    # Simlette names the latency overrides by their seconds fields
-    for key, name in (("switch_core", "switch_core_s"), ("ocs_pass_through", "ocs_pass_through_s"),
-                      ("cable_latency", "cable_s"), ("level2_cable_latency", "level2_cable_s")):
-        if fab.get(key) is not None:
-            fab[name] = fab.pop(key)
-    return simlette_from_config(fab, net, world=world, topology=topology)
+    return endpoint_split(simlette_spec(network).params, latency)

@@ -1,8 +1,9 @@
 """``python -m pipelines.prefill``: an expert-parallel MoE phase (prefill | decode) on a fabric.
 
-One run: the GXNET graph and passes on each rank's token shard (``gxnet.prefill``), expert
-dispatch/combine AlltoAllv with per-layer routing demand (``gxnet.routing``), timed on a PCIe
-cluster (``fabric=pcie``: ``fabrics.pcie_network``) with the configured ``scheduler``.
+One run: the GXNET graph and passes on each rank's token shard (``gxnet.ep_phase``), expert
+dispatch/combine AlltoAllv with per-layer routing demand (``gxnet.expert_routing``), run by the one
+executor against the configured network model -- on a PCIe cluster (``fabric=pcie``,
+``network=flow``: ``fabrics.pcie_network``) with the configured ``scheduler``.
 
 results.json keys: ``latency_s`` (end to end), ``breakdown_s`` (attention, ffn, communication,
 planning, fixed, other), ``alltoallv`` (``per_layer_dispatch_s``, ``per_layer_combine_s``,
@@ -16,13 +17,12 @@ the last scheduler over the first, beside the paper's. Artifacts: ``trace.json``
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from collectives.errors import SpecError
-from pipelines.app import CONF_DIR, gx_main
+from pipelines.app import gx_main
+from pipelines.network import build_network, network_name, scheduler_choice
 from pipelines.specs import accelerator_spec, model_spec, plain, positive_int
-from pipelines.units import parse_rate, parse_time
+from pipelines.trace import chrome_trace
 
 
 def _get(cfg: Any, key: str, default=None):
@@ -33,70 +33,10 @@ def _get(cfg: Any, key: str, default=None):
     return default if v is None else v
 
 
-def platform_dict(cfg: Any) -> dict:
-    """The platform mapping: the top-level ``platform`` group, else ``fabric.platform`` by name."""
-    top = _get(cfg, "platform")
-    if isinstance(top, str) or top is None:
-        name = top or plain(cfg["fabric"]).get("platform") or "r5080_bf3"
-        path = Path(CONF_DIR) / "platform" / f"{name}.yaml"
-        if not path.exists():
-            raise SpecError(f"platform={name!r} is not in conf/platform/; choose one of: "
-                            f"{', '.join(sorted(p.stem for p in path.parent.glob('*.yaml')))}")
-        import yaml
-
-        return yaml.safe_load(path.read_text())
-    return dict(plain(top))
-
-
-def pcie_network_from_cfg(cfg: Any, world: int | None = None, *, scheduler: str | None = None, nodes: int | None = None):
-    """``fabric=pcie`` -> a ``PcieNetwork`` (used by pipelines.prefill and, via network.py, decode)."""
-    from fabrics.pcie.platform import build_cluster
-    from fabrics.pcie_network import PcieNetwork, PcieNetworkParams
-
-    fab = dict(plain(cfg["fabric"]))
-    n_nodes = nodes if nodes is not None else positive_int(_get(cfg, "nodes", fab.get("nodes", 1)), "nodes")
-    cluster = build_cluster(platform_dict(cfg), n_nodes, parse_rate)
-    if world is not None and world > cluster.n_ranks:
-        per = cluster.server.gpus_per_node
-        raise SpecError(f"{world} ranks need {world} GPUs but {n_nodes} {cluster.server.name} node(s) have "
-                        f"{cluster.n_ranks}; set nodes={-(-world // per)}")
-    sched, sparams = scheduler_choice(cfg, scheduler)
-    params = PcieNetworkParams(
-        scheduler=str(sched), scheduler_params=sparams,
-        activation_overhead_s=parse_time(fab.get("activation_overhead", 0), "fabric.activation_overhead"),
-        planning=str(fab.get("planning", "per_activation")),
-        planning_cost_per_activation_s=parse_time(fab.get("planning_cost_per_activation", "20.6us"),
-                                                  "fabric.planning_cost_per_activation"),
-        catalog_dir=fab.get("catalog_dir"), validate=bool(fab.get("validate", True)))
-    return PcieNetwork(cluster, params)
-
-
-def scheduler_choice(cfg: Any, name: str | None = None) -> tuple[str, dict]:
-    """(scheduler name, its parameters): the ``scheduler`` group (conf/scheduler/<name>.yaml),
-    a plain name, or ``fabric.scheduler``; ``name`` picks another scheduler's own config file."""
-    fab = dict(plain(cfg["fabric"]))
-    chosen = plain(_get(cfg, "scheduler", fab.get("scheduler", "variopath")))
-    if isinstance(chosen, dict):
-        params = dict(chosen)
-        chosen = str(params.pop("name"))
-    else:
-        chosen, params = str(chosen), dict(fab.get("scheduler_params") or {})
-    if name is None or name == chosen:
-        return chosen, params
-    path = Path(CONF_DIR) / "scheduler" / f"{name}.yaml"
-    if not path.exists():
-        return str(name), {}
-    import yaml
-
-    params = dict(yaml.safe_load(path.read_text()) or {})
-    params.pop("name", None)
-    return str(name), params
-
-
 def ep_deployment(cfg: Any, *, ep: int | None = None):
     from gxnet.precision import precision_from_dict
-    from gxnet.prefill import EpDeployment, PhaseSpec
-    from gxnet.routing import routing_from_dict
+    from gxnet.ep_phase import EpDeployment, PhaseSpec
+    from gxnet.expert_routing import routing_from_dict
 
     phase = PhaseSpec(phase=str(_get(cfg, "phase", "prefill")),
                       requests=positive_int(_get(cfg, "requests", 1), "requests"),
@@ -108,20 +48,11 @@ def ep_deployment(cfg: Any, *, ep: int | None = None):
                         precision=precision_from_dict(plain(_get(cfg, "precision"))))
 
 
-def build_phase_network(cfg: Any, ep: int, *, scheduler: str | None = None, nodes: int | None = None):
-    fab = dict(plain(cfg["fabric"]))
-    if fab.get("name") == "pcie":
-        return pcie_network_from_cfg(cfg, ep, scheduler=scheduler, nodes=nodes)
-    from pipelines.network import build_network
-
-    return build_network(cfg, accelerator_spec(cfg), ep)
-
-
 def run_point(cfg: Any, *, ep: int | None = None, nodes: int | None = None, scheduler: str | None = None):
-    from gxnet.prefill import build_phase_plan, execute_phase
+    from gxnet.ep_phase import build_phase_plan, execute_phase
 
     dep = ep_deployment(cfg, ep=ep)
-    net = build_phase_network(cfg, dep.ep, scheduler=scheduler, nodes=nodes)
+    net = build_network(cfg, dep.accelerator, dep.ep, scheduler=scheduler, nodes=nodes)
     plan = build_phase_plan(dep)
     return dep, net, execute_phase(plan, net)
 
@@ -136,10 +67,12 @@ def results_of(cfg: Any, dep, net, res) -> dict:
                     "placement": dep.routing.placement, "capacity_factor": dep.routing.capacity_factor,
                     "bucket_levels": list(dep.routing.bucket_levels), "dedup": dep.routing.dedup},
         "fabric": fab.get("name"),
+        "network": network_name(cfg),
     }
-    if hasattr(net, "cluster"):
-        out.update({"platform": net.cluster.server.name, "nodes": net.cluster.nodes, "scheduler": net.params.scheduler,
-                    "planning_mode": net.params.planning})
+    details = net.report().details or {}
+    for key in ("platform", "nodes", "scheduler", "planning_mode"):
+        if key in details:
+            out[key] = details[key]
     out.update(res.summary())
     return out
 
@@ -195,12 +128,10 @@ def task(cfg):
         res = _experiment(cfg)
         print(summary(res))
         return res
-    from gxnet.prefill import chrome_trace
-
     dep, net, step = run_point(cfg)
     res = results_of(cfg, dep, net, step)
     print(summary(res))
-    return res, {"trace.json": chrome_trace(step, f"{dep.model.name} {dep.phase.phase}")}
+    return res, {"trace.json": chrome_trace(step.events, process_name=f"{dep.model.name} {dep.phase.phase}")}
 
 
 main = gx_main("prefill")(task)

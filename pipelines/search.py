@@ -19,7 +19,7 @@ import time
 from collectives.errors import SpecError
 from pipelines.app import gx_main
 from pipelines.decode import evaluate, results_of
-from pipelines.network import build_network
+from pipelines.network import build_network, network_name
 from pipelines.specs import deployment_spec, model_spec, plain, positive_int
 
 
@@ -52,7 +52,7 @@ def analytical_view(cfg):
     """The same cell with the analytical network model: every split is first timed with it (B.6)."""
     from omegaconf import OmegaConf
 
-    if plain(cfg["network"]).get("name") == "analytical":
+    if network_name(cfg) == "analytical":
         return cfg
     view = OmegaConf.create(plain(cfg))
     view.network = {"name": "analytical"}
@@ -76,7 +76,7 @@ def task(cfg):
     within = float(search.get("within", 0.07))
     near = [r for r in feasible if r["interactivity_tok_s_user"] >= (1 - within) * best["interactivity_tok_s_user"]]
     resimulated = False
-    if search.get("resimulate") and plain(cfg["network"]).get("name") != "analytical":
+    if search.get("resimulate") and network_name(cfg) != "analytical":
         resimulated = True
         from gxnet.parallel import ParallelSpec
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from collectives.errors import SpecError
-from pipelines.units import parse_bytes, parse_count, parse_rate, parse_time
+from pipelines.units import parse_bytes, parse_count
 
 
 def plain(node: Any) -> Any:
@@ -79,19 +79,7 @@ def deployment_spec(cfg: Any, *, batch: int | None = None, parallel=None):
     return Deployment(**kwargs)
 
 
-def fabric_numbers(cfg: Any, accelerator) -> dict:
-    """The fabric config with human units parsed: link_rate_Bps, hop_latency_s, ports."""
-    fab = dict(plain(cfg["fabric"]))
-    out = dict(fab)
-    out["link_rate_Bps"] = parse_rate(fab.get("link_rate", "400Gb/s"), "fabric.link_rate")
-    if fab.get("hop_latency") is not None:
-        out["hop_latency_s"] = parse_time(fab["hop_latency"], "fabric.hop_latency")
-    ports = fab.get("ports")
-    out["ports"] = positive_int(ports, "fabric.ports") if ports is not None else accelerator.scaleup_ports
-    return out
-
-
 __all__ = [
     "plain", "model_spec", "accelerator_spec", "parallel_spec", "deployment_spec",
-    "fabric_numbers", "positive_int", "parse_bytes",
+    "positive_int", "parse_bytes",
 ]

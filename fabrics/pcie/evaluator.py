@@ -20,100 +20,49 @@ import numpy as np
 
 from collectives.alltoallv.activations import AlltoallvSchedule, Lane
 from collectives.errors import SpecError
+from fabrics.network.maxmin import Flows, components, finish_times
+from fabrics.network.maxmin import maxmin_rates as flow_rates
 
 
 def maxmin_rates(incidence: np.ndarray, cap: np.ndarray) -> np.ndarray:
-    """Max-min fair rates of F flows over R resources (incidence F x R, 0/1) by progressive filling."""
+    """Max-min fair rates of F flows over R resources (dense incidence F x R, 0/1) by progressive filling."""
     inc = np.asarray(incidence, dtype=np.float64)
-    n_flows = inc.shape[0]
-    rate = np.zeros(n_flows)
-    frozen = ~inc.any(axis=1)  # a flow with no resource is unconstrained: report 0 and skip
-    rem = np.asarray(cap, dtype=np.float64).copy()
-    while not frozen.all():
-        counts = inc[~frozen].sum(axis=0)
-        used = counts > 0
-        delta = float((rem[used] / counts[used]).min())
-        rate[~frozen] += delta
-        rem = rem - delta * counts
-        saturated = used & (rem <= 1e-12 * np.maximum(cap, 1.0))
-        frozen |= inc[:, saturated].any(axis=1)
-    return rate
+    rows, cols = np.nonzero(inc)
+    indptr = np.searchsorted(rows, np.arange(inc.shape[0] + 1))
+    return flow_rates(Flows.from_csr(indptr, cols, inc[rows, cols], np.asarray(cap, dtype=np.float64)))
+
+
+def _lane_flows(lanes, capacity: dict[str, float]) -> tuple[list[list[int]], np.ndarray]:
+    """Resource rows of the lanes (ids in first-seen order) and the capacity of every id."""
+    index: dict[str, int] = {}
+    rows = [list(dict.fromkeys(index.setdefault(r, len(index)) for r in lane.path.resources)) for lane in lanes]
+    for r in index:
+        if r not in capacity:
+            raise SpecError(f"resource {r!r} of a lane is not in the platform model; was the schedule built for another platform?")
+    return rows, np.array([capacity[r] for r in index], dtype=np.float64)
 
 
 def stage_rates(lanes: list[Lane] | tuple[Lane, ...], capacity: dict[str, float]) -> np.ndarray:
     """Max-min rates of the lanes of one stage, all starting together (Figure 1's modelled rates)."""
-    index: dict[str, int] = {}
-    rows = []
-    for lane in lanes:
-        rows.append([index.setdefault(r, len(index)) for r in lane.path.resources])
-    inc = np.zeros((len(lanes), len(index)))
-    for f, cols in enumerate(rows):
-        inc[f, cols] = 1.0
-    cap = np.empty(len(index))
-    for r, c in index.items():
-        if r not in capacity:
-            raise SpecError(f"resource {r!r} of a lane is not in the platform model; was the schedule built for another platform?")
-        cap[c] = capacity[r]
-    return maxmin_rates(inc, cap)
-
-
-def _components(rows: list[list[int]]) -> list[list[int]]:
-    """Flows that (transitively) share a resource; others never influence each other's rates."""
-    parent = list(range(len(rows)))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    owner: dict[int, int] = {}
-    for f, cols in enumerate(rows):
-        for c in cols:
-            if c in owner:
-                a, b = find(f), find(owner[c])
-                if a != b:
-                    parent[a] = b
-            else:
-                owner[c] = f
-    comps: dict[int, list[int]] = {}
-    for f in range(len(rows)):
-        comps.setdefault(find(f), []).append(f)
-    return list(comps.values())
+    rows, cap = _lane_flows(lanes, capacity)
+    return flow_rates(Flows.from_rows(rows, cap))
 
 
 def run_stage(lanes, capacity: dict[str, float]) -> np.ndarray:
-    """Finish time (s, from the stage start) of every lane of one stage under max-min sharing."""
+    """Finish time (s, from the stage start) of every lane of one stage under max-min sharing;
+    lanes that share no resource (even transitively) are solved apart."""
     lanes = list(lanes)
-    index: dict[str, int] = {}
-    rows = [[index.setdefault(r, len(index)) for r in lane.path.resources] for lane in lanes]
-    cap = np.array([capacity[r] for r in index]) if index else np.zeros(0)
+    rows, cap = _lane_flows(lanes, capacity)
     finish = np.zeros(len(lanes))
-    for comp in _components(rows):
+    for comp in components(rows):
         if len(comp) == 1:
             f = comp[0]
             finish[f] = lanes[f].bytes / cap[rows[f]].min()
             continue
         cols = sorted({c for f in comp for c in rows[f]})
         local = {c: k for k, c in enumerate(cols)}
-        inc = np.zeros((len(comp), len(cols)))
-        for k, f in enumerate(comp):
-            inc[k, [local[c] for c in rows[f]]] = 1.0
-        ccap = cap[cols]
-        remaining = np.array([float(lanes[f].bytes) for f in comp])
-        alive = remaining > 0
-        now = 0.0
-        while alive.any():
-            rates = np.zeros(len(comp))
-            rates[alive] = maxmin_rates(inc[alive], ccap)
-            dt = float((remaining[alive] / rates[alive]).min())
-            now += dt
-            remaining[alive] -= rates[alive] * dt
-            done = alive & (remaining <= 1e-9 * np.maximum(1.0, np.array([lanes[f].bytes for f in comp])))
-            for k in np.flatnonzero(done):
-                finish[comp[k]] = now
-            remaining[done] = 0.0
-            alive &= ~done
+        flows = Flows.from_rows([[local[c] for c in rows[f]] for f in comp], cap[cols])
+        finish[comp] = finish_times(flows, np.array([float(lanes[f].bytes) for f in comp]))
     return finish
 
 

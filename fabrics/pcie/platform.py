@@ -1,6 +1,7 @@
 """PCIe GPU servers and clusters as graphs of directed resources (paper 000, Sections 2-3, Table 2).
 
-A server is data (``conf/platform/*.yaml``, passed here as a plain dict): PCIe switches and CPU
+A server is data (``conf/platform/*.yaml``, turned into a ``PcieServer`` once at the config edge by
+``pipelines.network.pcie_server_spec``): PCIe switches and CPU
 root complexes (vertices), undirected PCIe links between them (each direction is a distinct
 resource; a link listed twice is two parallel resources), GPUs and NICs hanging off vertices.
 Multi-node clusters join the nodes' NICs through a two-tier leaf-spine network.
@@ -8,24 +9,16 @@ Multi-node clusters join the nodes' NICs through a two-tier leaf-spine network.
 Resource ids are directed: ``n0.sw0>sw1`` (PCIe link), ``n0.g3>sw1`` (a GPU's attachment),
 ``n0.nic0>leaf0`` / ``leaf0>n0.nic0`` (a NIC port), ``leaf0>spine`` / ``spine>leaf1`` (leaf uplinks).
 
-Units: rates arrive as config values and are converted by ``parse_rate`` (the pipeline passes
-``pipelines.units.parse_rate``; plain numbers are bytes/s).
+Units: every rate is in bytes/s (parsed at the config edge).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
 
 from collectives.errors import SpecError
 
 VERTEX_KINDS = ("switch", "cpu")
-
-
-def _plain_rate(value: Any, what: str = "rate") -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise SpecError(f"{what}={value!r} must be a positive number of bytes/s here (pass parse_rate for units like 64GB/s)")
-    return float(value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,59 +67,6 @@ class PcieServer:
             raise SpecError(f"platform {self.name}: network.nodes_per_leaf={self.nodes_per_leaf} must be at least 1")
         if not self.oversubscription >= 1.0:
             raise SpecError(f"platform {self.name}: network.oversubscription={self.oversubscription} must be >= 1")
-
-
-def parse_platform(cfg: dict, parse_rate: Callable[..., float] = _plain_rate) -> PcieServer:
-    """Plain dict (from YAML) -> validated ``PcieServer``. Every error is one ``SpecError`` line."""
-    if not isinstance(cfg, dict):
-        raise SpecError(f"platform must be a mapping, got {type(cfg).__name__}")
-    name = str(cfg.get("name", "platform"))
-    for key in ("gpus_per_node", "pcie_rate", "nic_rate", "vertices", "gpus"):
-        if key not in cfg:
-            raise SpecError(f"platform {name}: missing key {key!r} (see conf/platform/fig1.yaml for the format)")
-    pcie = parse_rate(cfg["pcie_rate"], f"platform {name} pcie_rate")
-    nic_rate = parse_rate(cfg["nic_rate"], f"platform {name} nic_rate")
-    vertices = {str(k): str(v) for k, v in dict(cfg["vertices"]).items()}
-    n = int(cfg["gpus_per_node"])
-    gpu_vertex: list[str | None] = [None] * max(n, 0)
-    for vertex, gpus in dict(cfg["gpus"]).items():
-        for k in gpus:
-            if not 0 <= int(k) < n:
-                raise SpecError(f"platform {name}: GPU {k} under {vertex} is outside 0..{n - 1} (gpus_per_node={n})")
-            if gpu_vertex[int(k)] is not None:
-                raise SpecError(f"platform {name}: GPU {k} is listed under two vertices")
-            gpu_vertex[int(k)] = str(vertex)
-    missing = [k for k, v in enumerate(gpu_vertex) if v is None]
-    if missing:
-        raise SpecError(f"platform {name}: GPUs {missing} are not attached to any vertex under 'gpus'")
-    nics = {}
-    for nic, spec in dict(cfg.get("nics") or {}).items():
-        if isinstance(spec, dict):
-            nics[str(nic)] = (str(spec["at"]), parse_rate(spec.get("link_rate", cfg["pcie_rate"]), f"nic {nic} link_rate"))
-        else:
-            nics[str(nic)] = (str(spec), pcie)
-    links = []
-    for item in cfg.get("links") or []:
-        if isinstance(item, dict):
-            a, b, rate = item["a"], item["b"], item.get("rate", cfg["pcie_rate"])
-        else:
-            if len(item) not in (2, 3):
-                raise SpecError(f"platform {name}: link {item!r} must be [a, b] or [a, b, rate]")
-            a, b, rate = item[0], item[1], (item[2] if len(item) == 3 else cfg["pcie_rate"])
-        links.append(PcieLink(a=str(a), b=str(b), rate_Bps=parse_rate(rate, f"link {a}-{b} rate")))
-    net = dict(cfg.get("network") or {})
-    gpu_rate = cfg.get("gpu_link_rate", cfg["pcie_rate"])
-    overrides: tuple = ()
-    if isinstance(gpu_rate, (list, tuple)):
-        if len(gpu_rate) != n:
-            raise SpecError(f"platform {name}: gpu_link_rate lists {len(gpu_rate)} rates for {n} GPUs; give one per GPU or one for all")
-        overrides = tuple(parse_rate(r, f"gpu_link_rate[{k}]") for k, r in enumerate(gpu_rate))
-        gpu_rate = cfg["pcie_rate"]
-    return PcieServer(name=name, gpus_per_node=n, gpu_link_Bps=parse_rate(gpu_rate, "gpu_link_rate"),
-                      gpu_link_overrides=overrides,
-                      nic_rate_Bps=nic_rate, vertices=vertices, gpu_vertex=tuple(gpu_vertex), nics=nics,
-                      links=tuple(links), nodes_per_leaf=int(net.get("nodes_per_leaf", 8)),
-                      oversubscription=float(net.get("oversubscription", 1.0)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,10 +135,3 @@ def link_ids(server: PcieServer) -> list[tuple[str, PcieLink]]:
         seen[key] = k + 1
         out.append(("" if k == 0 else f"#{k}", link))
     return out
-
-
-def build_cluster(platform: dict, nodes: int, parse_rate: Callable[..., float] = _plain_rate) -> PcieCluster:
-    """Plain platform dict + node count -> cluster model (the pipeline's entry point)."""
-    if isinstance(nodes, bool) or not isinstance(nodes, int):
-        raise SpecError(f"nodes={nodes!r} must be a whole number >= 1")
-    return PcieCluster(server=parse_platform(platform, parse_rate), nodes=nodes)

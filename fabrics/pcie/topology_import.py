@@ -12,7 +12,7 @@ and socket affinity"):
   ``<pci>`` bridges -> ``<gpu>`` / ``<nic><net>``) with link speed and width, so link rates are
   derived (per-lane GT/s with 128b/130b coding for Gen3+); NIC rates come from ``net speed``.
 
-Both return plain dicts that ``fabrics.pcie.platform.parse_platform`` accepts (rates in B/s).
+Both return plain platform dicts that ``pipelines.network.pcie_server_spec`` accepts (rates in B/s).
 """
 
 from __future__ import annotations

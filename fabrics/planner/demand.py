@@ -20,7 +20,7 @@ import numpy as np
 
 from collectives.errors import SpecError
 from fabrics.allocation import TrafficGroups
-from fabrics.network_model import DemandEntry
+from fabrics.network.protocol import DemandEntry
 from fabrics.planner.request import NO_COLLECTIVE, MeshRequest, PlanRequest
 
 

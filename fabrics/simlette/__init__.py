@@ -3,14 +3,14 @@
 Layers (C.1): ``routing`` (physical topology as simulator links + routing/spraying/circuits),
 worker allocation (group rank i on accelerator group[i]), ``selection`` + ``runner`` (collective
 schedules and their per-rank phase dependencies), ``engine`` (ports, credits, flits, deferred
-latency accounting). ``model.SimletteNetwork`` is the ``NetworkModel``; build it with
-``build.simlette_from_config``. Every scale-up fabric: routing comes from ``fabrics.routing``, and
+latency accounting). ``model.SimletteNetwork`` is the ``NetworkModel``; build it through the
+network-model registry (``network=simlette``) or ``build.build_simlette`` from typed specs. Every scale-up fabric: routing comes from ``fabrics.routing``, and
 hybrid / OCS deployments (placement, circuits, schedules) from the fabric-aware analytical model's
 ``prepare``, so both models time the same deployment.
 """
 
-from fabrics.simlette.build import params_from_network, simlette_from_config, simulate_collective
+from fabrics.simlette.build import SimletteSpec, build_simlette, simulate_collective
 from fabrics.simlette.model import SimletteNetwork
 from fabrics.simlette.params import SimletteParams
 
-__all__ = ["SimletteNetwork", "SimletteParams", "simlette_from_config", "simulate_collective", "params_from_network"]
+__all__ = ["SimletteNetwork", "SimletteParams", "SimletteSpec", "build_simlette", "simulate_collective"]

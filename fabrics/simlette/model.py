@@ -1,6 +1,6 @@
 """Simlette as a network model (paper 003, Section 4.3, B.4): ``network=simlette``.
 
-``SimletteNetwork`` implements ``fabrics.network_model.NetworkModel``. Every collective in
+``SimletteNetwork`` implements ``fabrics.network.protocol.NetworkModel``. Every collective in
 flight shares one engine (ports, buffers, credits), so concurrent groups and concurrent calls
 contend for links and credits. ``advance()`` runs the simulation to the next completion of a
 registered call and returns it (and any other call that finished at that instant).
@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from collectives.errors import SpecError
 from fabrics.analytical import SingleLevelParams, native_time_s
-from fabrics.network_model import CollectiveCall, Completion, DemandEntry, check_in_demand
+from fabrics.network.protocol import (CollectiveCall, Completion, DemandEntry, NetworkReport, check_in_demand,
+                                      schedules_by_row)
 from fabrics.simlette.engine import Engine
 from fabrics.simlette.params import SimletteParams
 from fabrics.simlette.routing import OcsFabric, RoutedSimFabric, SimFabric
@@ -351,7 +352,12 @@ class SimletteNetwork:
         self._reset_episode()
 
     # --- reporting ------------------------------------------------------------------------------
-    def report(self, top: int = 8) -> dict:
+    def report(self) -> NetworkReport:
+        return NetworkReport(model="simlette", schedules=schedules_by_row(self.schedules_used),
+                             plan_summary=self.plan_summary(), plan_json=self.plan_json,
+                             details=self.simulation_report())
+
+    def simulation_report(self, top: int = 8) -> dict:
         """What results.json carries: events, wall time, reuse, link utilisation, credit stalls."""
         acc = _Totals()
         for key, count in self._stat_counts.items():

@@ -24,8 +24,7 @@ def schedule_json(scheduler: str, nodes: int, demand: np.ndarray, platform: dict
     """``schedule.json`` content of ``scheduler`` for ``demand`` on ``platform`` (default TESTBED)."""
     from collectives.alltoallv.schedulers import make_scheduler
     from fabrics.pcie.paths import channel_topology
-    from fabrics.pcie.platform import build_cluster
-    from pipelines.units import parse_rate
+    from pipelines.network import pcie_cluster
 
-    topo = channel_topology(build_cluster(platform or TESTBED, nodes, parse_rate))
+    topo = channel_topology(pcie_cluster(platform or TESTBED, nodes))
     return make_scheduler(scheduler, topo).plan(np.asarray(demand, dtype=np.int64)).to_json()

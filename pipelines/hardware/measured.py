@@ -1,9 +1,10 @@
-"""``compute=roofline|measured`` for ``pipelines.decode`` (issue #8; paper 003, Appendix D.3).
+"""``compute=roofline|measured`` for ``pipelines.decode`` (paper 003, Appendix D.3).
 
-``evaluate_compute(cfg, evaluate)`` is what ``decode.task`` calls: with ``compute=roofline`` (the
-default) it is ``evaluate(cfg)``; with ``compute=measured calibration=<calibration.json>`` the
-plan's compute entries take the measured durations of the table (``gxnet.calibration``), the
-step is executed with the same network model, and the results gain ``measured_over_roofline``
+``evaluate_compute(cfg, deployment, network)`` is what ``decode.task`` calls: with
+``compute=roofline`` (the default) it executes the roofline plan on ``network``; with
+``compute=measured calibration=<calibration.json>`` the plan's compute entries take the measured
+durations of the table (``gxnet.calibration``), both steps run on the same network model, and the
+results gain ``measured_over_roofline``
 per kernel and the roofline step time beside the measured one. Pure (no torch): the table is data.
 """
 
@@ -39,25 +40,23 @@ def load_table(path):
     return CalibrationTable.from_dict(obj)
 
 
-def evaluate_compute(cfg, evaluate):
-    """-> (deployment, step result, extra results). ``evaluate(cfg, deployment)`` is decode's."""
-    mode = compute_mode(cfg)
-    if mode == "roofline":
-        dep, step = evaluate(cfg)
-        return dep, step, {"compute": "roofline"}
-    from gxnet.calibration import apply_calibration, measured_over_roofline
+def evaluate_compute(cfg, dep, network):
+    """-> (step result, extra results): the step of ``dep`` on ``network`` with roofline kernel
+    durations, or with measured ones (``compute=measured``). Both steps run on the same network
+    model, so what the results report of it (schedules, plan) is the network that timed them."""
     from gxnet.executor import execute
     from gxnet.plan import build_plan
-    from pipelines.network import build_network
-    from pipelines.specs import deployment_spec
+
+    roof = build_plan(dep)
+    if compute_mode(cfg) == "roofline":
+        return execute(roof, network), {"compute": "roofline"}
+    from gxnet.calibration import apply_calibration, measured_over_roofline
 
     table = load_table(cfg.get("calibration"))
-    dep = deployment_spec(cfg)
-    roof = build_plan(dep)
     measured = apply_calibration(roof, table)
-    _, roof_step = evaluate(cfg, dep)  # the roofline step, through the caller's evaluate (its network model)
-    step = execute(measured, build_network(cfg, dep.accelerator, dep.world))
-    return dep, step, {
+    roof_step = execute(roof, network)
+    step = execute(measured, network)  # prepares the same network again with the same demand
+    return step, {
         "compute": "measured",
         "calibration": {"path": str(cfg.get("calibration")), "device": table.device, "dtype": table.dtype,
                         "scaled_kernels": len(table.scaled)},

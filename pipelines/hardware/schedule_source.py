@@ -85,8 +85,7 @@ def schedule_object(obj: dict):
 
 
 def cluster_of(platform: dict, world: int, nodes):
-    from fabrics.pcie.platform import build_cluster
-    from pipelines.units import parse_rate
+    from pipelines.network import pcie_cluster
 
     per_node = int(platform.get("gpus_per_node", 0)) or 1
     if nodes in (None, "auto"):
@@ -94,7 +93,7 @@ def cluster_of(platform: dict, world: int, nodes):
             raise SpecError(f"world_size={world} is not a multiple of {platform.get('name')}'s {per_node} GPUs per "
                             f"node; pass predict.nodes=<n> or predict.platform=none")
         nodes = world // per_node
-    cluster = build_cluster(platform, int(nodes), parse_rate)
+    cluster = pcie_cluster(platform, int(nodes))
     if cluster.n_ranks != world:
         raise SpecError(f"platform {platform.get('name')} with nodes={nodes} has {cluster.n_ranks} GPUs; "
                         f"the schedule has world_size={world}")

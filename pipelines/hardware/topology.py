@@ -116,9 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         platform, source = discover(a.source, name=a.name, nccl_xml=a.nccl_xml, nvidia_smi_file=a.nvidia_smi_file,
                                     pcie_rate=parse_rate(a.pcie_rate, "--pcie-rate"),
                                     nic_rate=parse_rate(a.nic_rate, "--nic-rate"))
-        from fabrics.pcie.platform import build_cluster
+        from pipelines.network import pcie_cluster
 
-        build_cluster(platform, 1)  # the file must be a valid platform model
+        pcie_cluster(platform, 1)  # the file must be a valid platform model
     except (SpecError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

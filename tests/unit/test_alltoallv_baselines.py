@@ -10,11 +10,10 @@ from collectives.alltoallv.schedulers import SCHEDULERS, make_scheduler
 from collectives.alltoallv.validity import check_schedule
 from collectives.alltoallv.workloads import zipf
 from fabrics.pcie.paths import channel_topology
-from fabrics.pcie.platform import build_cluster
-from pipelines.units import parse_rate
+from pipelines.network import pcie_cluster
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "platform"
-TOPO = channel_topology(build_cluster(yaml.safe_load((CONF / "r5080_bf3.yaml").read_text()), 2, parse_rate))
+TOPO = channel_topology(pcie_cluster(yaml.safe_load((CONF / "r5080_bf3.yaml").read_text()), 2))
 D = zipf(16, 4 * 2**20, 0.6, 0)
 
 

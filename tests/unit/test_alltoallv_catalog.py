@@ -9,14 +9,13 @@ import yaml
 from collectives.alltoallv.catalog import Catalog, build_catalog, group_instances
 from collectives.alltoallv.channels import ChannelTopology, PathOption
 from fabrics.pcie.paths import channel_topology
-from fabrics.pcie.platform import build_cluster
-from pipelines.units import parse_rate
+from pipelines.network import pcie_cluster
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "platform"
 
 
 def topo(name, nodes=1):
-    return channel_topology(build_cluster(yaml.safe_load((CONF / f"{name}.yaml").read_text()), nodes, parse_rate))
+    return channel_topology(pcie_cluster(yaml.safe_load((CONF / f"{name}.yaml").read_text()), nodes))
 
 
 def test_fig1_catalog_shapes_and_families():

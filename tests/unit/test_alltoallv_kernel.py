@@ -22,15 +22,14 @@ from collectives.alltoallv.workloads import moe, zipf
 from collectives.errors import SpecError
 from fabrics.pcie.evaluator import evaluate
 from fabrics.pcie.paths import channel_topology
-from fabrics.pcie.platform import build_cluster
-from pipelines.units import parse_rate
+from pipelines.network import pcie_cluster
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "platform"
 needs_cc = pytest.mark.skipif(load_kernel() is None, reason="no C compiler: the numpy path is used")
 
 
 def topo(name, nodes):
-    return channel_topology(build_cluster(yaml.safe_load((CONF / f"{name}.yaml").read_text()), nodes, parse_rate))
+    return channel_topology(pcie_cluster(yaml.safe_load((CONF / f"{name}.yaml").read_text()), nodes))
 
 
 def lanes(s):

@@ -12,14 +12,13 @@ from collectives.alltoallv.variopath import VarioPathParams, VarioPathPlanner, c
 from collectives.alltoallv.workloads import zipf
 from collectives.errors import SpecError
 from fabrics.pcie.paths import channel_topology
-from fabrics.pcie.platform import build_cluster
-from pipelines.units import parse_rate
+from pipelines.network import pcie_cluster
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "platform"
 
 
 def planner(name="r5080_bf3", nodes=1, **params):
-    t = channel_topology(build_cluster(yaml.safe_load((CONF / f"{name}.yaml").read_text()), nodes, parse_rate))
+    t = channel_topology(pcie_cluster(yaml.safe_load((CONF / f"{name}.yaml").read_text()), nodes))
     return VarioPathPlanner(t, build_catalog(t), VarioPathParams(**params))
 
 

@@ -1,7 +1,7 @@
 import pytest
 
 from fabrics.analytical import AnalyticalSingleLevel, SingleLevelParams, native_time_s
-from fabrics.network_model import CollectiveCall, DemandEntry
+from fabrics.network.protocol import CollectiveCall, DemandEntry
 
 P = SingleLevelParams(hop_latency_s=0.81e-6, link_rate_Bps=5e10, ports=36)
 

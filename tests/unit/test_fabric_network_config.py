@@ -7,7 +7,8 @@ import yaml
 
 from collectives.errors import SpecError
 from fabrics.analytical import AnalyticalSingleLevel, FabricAnalytical
-from pipelines.network import accelerator_power_W, build_network, fabric_dict, fabric_power, physical_fabric
+from fabrics.physical import build_fabric
+from pipelines.network import accelerator_power_W, build_network, cluster_spec, fabric_power
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "fabric"
 
@@ -26,20 +27,47 @@ def cfg(kind, **over):
 @pytest.mark.parametrize("kind", ["single_eps", "single_ocs", "all_eps", "hybrid", "all_ocs"])
 def test_every_fabric_yaml_builds(kind):
     c = cfg(kind)
-    d = fabric_dict(c, Rx00())
-    from fabrics.physical import FABRIC_UNIT_KEYS
-
-    assert not any(isinstance(d.get(k), str) for k in FABRIC_UNIT_KEYS), d  # every unit parsed
-    f = physical_fabric(c, Rx00(), 512)
+    cluster = cluster_spec(c, Rx00(), 512)
+    assert cluster.family == "scaleup" and cluster.nodes == 1 and cluster.scale_out is None
+    f = build_fabric(cluster.node)
     assert f.spec.kind == kind and f.spec.ports == 36 and f.spec.link_rate_Bps == pytest.approx(5e10)
     assert f.spec.accelerators == (512 if kind.startswith("single") else 576)
     assert isinstance(build_network(c, Rx00(), 512), FabricAnalytical)
 
 
 def test_units_are_parsed_at_the_edge():
-    d = fabric_dict(cfg("all_ocs", ocs_pass_through="20ns", link_rate="800Gb/s"), Rx00())
-    assert d["ocs_pass_through"] == pytest.approx(2e-8) and d["link_rate_Bps"] == pytest.approx(1e11)
-    assert "world" not in d and "schedule" not in d and "allocation" not in d
+    cluster = cluster_spec(cfg("all_ocs", ocs_pass_through="20ns", link_rate="800Gb/s", hop_latency="0.6us"), Rx00(), 512)
+    assert cluster.node.latency.ocs_pass_through_s == pytest.approx(2e-8)
+    assert cluster.node.link_rate_Bps == pytest.approx(1e11)
+    assert cluster.options.planner_hop_latency_s == pytest.approx(6e-7) and cluster.options.schedule == "auto"
+
+
+def test_one_parser_for_every_model_and_family_keys_refused():
+    from fabrics.simlette import SimletteNetwork
+    from fabrics.network.flow import FabricFlow
+
+    c = cfg("all_eps", up_ports=4)
+    sim = build_network({**c, "network": {"name": "simlette"}}, Rx00(), 512)
+    ana = build_network(c, Rx00(), 512)
+    flow = build_network({**c, "network": {"name": "flow"}}, Rx00(), 512)
+    assert isinstance(sim, SimletteNetwork) and isinstance(flow, FabricFlow)
+    assert sim.fabric.phys.spec == ana.fabric.spec == flow.fabric.spec  # same defaults, same parser
+    with pytest.raises(SpecError, match="link_rate is required"):
+        cluster_spec(cfg("all_eps", link_rate=None), Rx00(), 512)
+    with pytest.raises(SpecError, match="fabric.platform belongs to the other fabric family"):
+        cluster_spec(cfg("all_eps", platform="fig1"), Rx00(), 512)
+    with pytest.raises(SpecError, match="unknown fabric key fabric.rails"):
+        cluster_spec(cfg("all_eps", rails=3), Rx00(), 512)
+
+
+def test_network_models_refuse_fabrics_they_do_not_declare():
+    pcie = {"fabric": {"name": "pcie", "platform": "fig1", "nodes": 1}, "platform": None, "scheduler": None}
+    for name in ("analytical", "simlette"):
+        with pytest.raises(SpecError, match=f"network={name} does not run on fabric=pcie.*choose network=flow"):
+            build_network({**pcie, "network": {"name": name}}, Rx00(), 4)
+    from fabrics.pcie_network import PcieNetwork
+
+    assert isinstance(build_network({**pcie, "network": {"name": "flow"}}, Rx00(), 4), PcieNetwork)
 
 
 def test_single_level_model_still_available():

@@ -6,8 +6,8 @@ import pytest
 from collectives.errors import SpecError
 from fabrics.analytical import FabricAnalytical
 from fabrics.deployment_network import prepare_fabric
-from fabrics.network_model import CollectiveCall, DemandEntry, NetworkModel
-from fabrics.physical import fabric_from_dict
+from fabrics.network.protocol import CollectiveCall, DemandEntry, NetworkModel
+from pipelines.network import fabric_from_dict
 from fabrics.planner import plan, request_from_demand
 
 R = 5e10

@@ -7,7 +7,7 @@ from collectives.topology import hypercube
 from fabrics.allocation import TrafficGroups, balanced_hybrid_allocation, linear_allocation, rack_demand_bytes
 from fabrics.native import native_phases
 from fabrics.phase_pricing import PhasePricer
-from fabrics.physical import fabric_from_dict
+from pipelines.network import fabric_from_dict
 from fabrics.routing import configure_ocs, hybrid_for_demand, route, xor_port_permutations
 
 R = 5e10

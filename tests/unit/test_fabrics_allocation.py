@@ -7,7 +7,7 @@ from collectives.errors import SpecError
 from fabrics.allocation import (
     Allocation, TrafficGroups, balanced_hybrid_allocation, bit_allocation, linear_allocation, rack_demand_bytes,
 )
-from fabrics.physical import fabric_from_dict
+from pipelines.network import fabric_from_dict
 from fabrics.routing import rack_circuit_counts, rack_circuit_load
 
 R = 5e10

@@ -4,9 +4,8 @@ import networkx as nx
 import pytest
 
 from collectives.errors import SpecError
-from fabrics.physical import (
-    ACCELERATOR, EPS, OCS, FABRIC_KINDS, FabricSpec, build_fabric, fabric_from_dict, fabric_spec_from_dict,
-)
+from fabrics.physical import ACCELERATOR, EPS, OCS, FABRIC_KINDS, FabricSpec, build_fabric
+from pipelines.network import fabric_from_dict, fabric_spec_from_dict
 
 R = 5e10
 
@@ -92,13 +91,15 @@ def test_fabric_from_dict_accepts_parsed_suffix_keys_and_name_alias():
 
 @pytest.mark.parametrize("d, world, fragment", [
     ({"kind": "mesh", "ports": 4, "link_rate": R}, 16, "unknown fabric"),
-    ({"kind": "all_eps", "ports": 4, "link_rate": "400Gb/s"}, 64, "must be a number"),
+    ({"kind": "all_eps", "ports": 4, "link_rate": "400Gb/z"}, 64, "link_rate"),
     ({"kind": "all_eps", "ports": 4, "link_rate": R, "accelerators": 48}, 48, "multiple of down_ports"),
     ({"kind": "all_eps", "ports": 4, "link_rate": R, "up_ports": 41}, 64, "switch_radix"),
     ({"kind": "all_eps", "ports": 4, "link_rate": R, "accelerators": 576}, 600, "do not fit"),
     ({"kind": "single_eps", "ports": 4, "link_rate": R, "switch_radix": 72}, 512, "cannot reach"),
     ({"kind": "all_eps", "ports": 4, "link_rate": R, "colour": 1}, 64, "unknown fabric key"),
-    ({"kind": "all_eps", "link_rate": R}, 64, "required"),
+    ({"kind": "all_eps", "link_rate": R}, 64, "ports is not set"),
+    ({"kind": "all_eps", "ports": 4}, 64, "link_rate is required"),
+    ({"kind": "all_eps", "ports": 4, "link_rate": R, "platform": "fig1"}, 64, "other fabric family"),
     ({"kind": "all_eps", "ports": 4, "link_rate": R, "latency_case": "worst"}, 64, "Table 9"),
 ])
 def test_bad_fabric_config_is_one_line_spec_error(d, world, fragment):

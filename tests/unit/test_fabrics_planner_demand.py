@@ -3,8 +3,8 @@
 import pytest
 
 from collectives.errors import SpecError
-from fabrics.network_model import DemandEntry
-from fabrics.physical import fabric_from_dict
+from fabrics.network.protocol import DemandEntry
+from pipelines.network import fabric_from_dict
 from fabrics.allocation import balanced_hybrid_allocation, rack_demand_bytes
 from fabrics.planner import plan, request_from_demand, traffic_from_demand
 from fabrics.planner.demand import mesh_axis_groups

@@ -3,7 +3,7 @@
 import pytest
 
 from collectives.errors import SpecError
-from fabrics.physical import fabric_from_dict
+from pipelines.network import fabric_from_dict
 from fabrics.power import (
     CPO_PORT_W, EPS_PORT_W, OCS_PORT_W, PLUGGABLE_W, power_breakdown, rate_key, system_power_W,
     tokens_per_s_per_MW, transceiver_counts,

@@ -8,7 +8,8 @@ from hypothesis import given, settings, strategies as st
 
 from collectives.errors import SpecError
 from fabrics.allocation import TrafficGroups, linear_allocation, rack_demand_bytes
-from fabrics.physical import ACCELERATOR, EPS, OCS, fabric_from_dict
+from fabrics.physical import ACCELERATOR, EPS, OCS
+from pipelines.network import fabric_from_dict
 from fabrics.routing import (
     colour_bipartite, configure_ocs, hybrid_for_demand, rack_circuit_counts, rack_circuit_load, route,
     xor_port_permutations,

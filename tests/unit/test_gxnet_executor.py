@@ -2,8 +2,9 @@ import json
 
 import pytest
 
-from fabrics.network_model import CollectiveCall
-from gxnet.executor import chrome_trace, execute
+from fabrics.network.protocol import CollectiveCall
+from gxnet.executor import execute
+from pipelines.trace import chrome_trace
 from gxnet.plan import build_plan
 from gxnet.testing import FixedLatencyNetwork, deployment
 
@@ -62,7 +63,7 @@ def test_collective_outside_the_demand_is_an_error():
 
 def test_chrome_trace_is_json_with_one_thread_per_behaviour(run):
     d, net, r = run
-    tr = chrome_trace(r)
+    tr = chrome_trace(r.events)
     json.dumps(tr)
     threads = [e for e in tr["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"]
     assert len(threads) == len(r.tracks) == 2

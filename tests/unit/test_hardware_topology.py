@@ -5,9 +5,8 @@ import yaml
 
 from collectives.errors import SpecError
 from fabrics.pcie.paths import channel_topology
-from fabrics.pcie.platform import build_cluster
+from pipelines.network import pcie_cluster
 from pipelines.hardware import topology
-from pipelines.units import parse_rate
 
 # 8 GPUs: pairs under four switches, two switches per upper switch, one NIC per upper switch, one socket.
 SMI = "\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\tNIC0\tNIC1\tCPU Affinity\n"
@@ -33,7 +32,7 @@ def test_nvidia_smi_file_to_platform_yaml_the_model_accepts(tmp_path, capsys):
     plat = yaml.safe_load(text)
     assert plat["name"] == "box" and plat["gpus_per_node"] == 8
     assert sorted(sorted(g) for g in plat["gpus"].values()) == [[0, 1], [2, 3], [4, 5], [6, 7]]
-    cluster = build_cluster(plat, 2, parse_rate)
+    cluster = pcie_cluster(plat, 2)
     assert cluster.n_ranks == 16
     topo = channel_topology(cluster)
     assert topo.nearest(0, 1).kind == "PIX" and topo.nearest(0, 2).kind == "PXB"

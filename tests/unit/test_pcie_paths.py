@@ -6,8 +6,7 @@ import pytest
 import yaml
 
 from fabrics.pcie.paths import channel_topology
-from fabrics.pcie.platform import build_cluster
-from pipelines.units import parse_rate
+from pipelines.network import pcie_cluster
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "platform"
 
@@ -15,7 +14,7 @@ CONF = Path(__file__).resolve().parents[2] / "conf" / "platform"
 def topo(name, nodes=1, **changes):
     cfg = yaml.safe_load((CONF / f"{name}.yaml").read_text())
     cfg.update(changes)
-    return channel_topology(build_cluster(cfg, nodes, parse_rate))
+    return channel_topology(pcie_cluster(cfg, nodes))
 
 
 def kinds(t, i, j):

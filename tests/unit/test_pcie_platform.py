@@ -1,4 +1,4 @@
-"""fabrics/pcie/platform.py: plain-dict platform builder, directed resources, clusters."""
+"""PCIe platforms: the config-edge builder (pipelines.network), directed resources, clusters."""
 
 from pathlib import Path
 
@@ -6,8 +6,7 @@ import pytest
 import yaml
 
 from collectives.errors import SpecError
-from fabrics.pcie.platform import build_cluster, parse_platform
-from pipelines.units import parse_rate
+from pipelines.network import pcie_cluster, pcie_server_spec
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "platform"
 PLATFORMS = ["fig1", "r5080_cx8", "r5080_bf3", "r5090_bf3", "l20_cx7"]
@@ -19,7 +18,7 @@ def load(name):
 
 @pytest.mark.parametrize("name", PLATFORMS)
 def test_every_platform_yaml_builds_and_matches_table2_counts(name):
-    cluster = build_cluster(load(name), 1, parse_rate)
+    cluster = pcie_cluster(load(name), 1)
     table2 = {"fig1": (6, 2), "r5080_cx8": (8, 4), "r5080_bf3": (8, 4), "r5090_bf3": (16, 8), "l20_cx7": (16, 8)}
     assert (cluster.n_ranks, len(cluster.server.nics)) == table2[name]
 
@@ -27,14 +26,14 @@ def test_every_platform_yaml_builds_and_matches_table2_counts(name):
 def test_nic_bandwidth_per_node_matches_table2():
     gbps = {"r5080_cx8": 3200, "r5080_bf3": 1600, "r5090_bf3": 3200, "l20_cx7": 3200}
     for name, want in gbps.items():
-        s = parse_platform(load(name), parse_rate)
+        s = pcie_server_spec(load(name))
         assert len(s.nics) * s.nic_rate_Bps * 8 / 1e9 == pytest.approx(want)
 
 
 def test_directions_and_parallel_links_are_distinct_resources():
     cfg = load("fig1")
     cfg["links"] = [["sw0", "sw1"], ["sw0", "sw1", "32GB/s"]]
-    cap = build_cluster(cfg, 1, parse_rate).capacities()
+    cap = pcie_cluster(cfg, 1).capacities()
     assert cap["n0.sw0>sw1"] == 64e9 and cap["n0.sw1>sw0"] == 64e9
     assert cap["n0.sw0>sw1#1"] == 32e9 and cap["n0.sw1>sw0#1"] == 32e9
 
@@ -42,7 +41,7 @@ def test_directions_and_parallel_links_are_distinct_resources():
 def test_multi_node_cluster_has_leaf_spine_uplinks_when_nodes_span_leaves():
     cfg = load("fig1")
     cfg["network"] = {"nodes_per_leaf": 1, "oversubscription": 2.0}
-    cap = build_cluster(cfg, 2, parse_rate).capacities()
+    cap = pcie_cluster(cfg, 2).capacities()
     assert cap["leaf0>spine"] == pytest.approx(2 * 50e9 / 2.0)
     assert "n1.nic0>leaf1" in cap and "leaf1>n1.nic0" in cap
 
@@ -59,18 +58,18 @@ def test_bad_platforms_are_one_line_spec_errors(mutate, words):
     cfg = load("fig1")
     mutate(cfg)
     with pytest.raises(SpecError) as err:
-        build_cluster(cfg, 1, parse_rate)
+        pcie_cluster(cfg, 1)
     assert words in str(err.value) and "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("nodes", [0, -1, 1.5, True])
 def test_nodes_must_be_positive_integers(nodes):
     with pytest.raises(SpecError):
-        build_cluster(load("fig1"), nodes, parse_rate)
+        pcie_cluster(load("fig1"), nodes)
 
 
 def test_multi_node_without_nics_is_rejected():
     cfg = load("fig1")
     cfg["nics"] = {}
     with pytest.raises(SpecError, match="no NICs"):
-        build_cluster(cfg, 2, parse_rate)
+        pcie_cluster(cfg, 2)

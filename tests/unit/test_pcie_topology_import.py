@@ -5,7 +5,7 @@ import pytest
 from collectives.alltoallv.catalog import build_catalog
 from collectives.errors import SpecError
 from fabrics.pcie.paths import channel_topology
-from fabrics.pcie.platform import build_cluster
+from pipelines.network import pcie_cluster
 from fabrics.pcie.topology_import import platform_from_nccl_xml, platform_from_nvidia_smi
 
 # A 2-socket, 4-GPU, 2-NIC server: GPU0/1 + NIC0 under one switch on socket 0, GPU2/3 + NIC1 on socket 1.
@@ -63,7 +63,7 @@ def test_nvidia_smi_import_reconstructs_switches_sockets_and_nics():
     assert p["gpus_per_node"] == 4
     assert sorted(map(sorted, p["gpus"].values())) == [[0, 1], [2, 3]]
     assert sum(1 for k in p["vertices"].values() if k == "cpu") == 2
-    t = channel_topology(build_cluster(p, 1))
+    t = channel_topology(pcie_cluster(p, 1))
     assert {q.kind for q in t.options(0, 1)} == {"PIX"}
     assert "SYS" in {q.kind for q in t.options(0, 2)} and "NIC" in {q.kind for q in t.options(0, 2)}
     assert t.groups == ((0, 1), (2, 3))
@@ -74,7 +74,7 @@ def test_nccl_xml_import_derives_rates_from_link_speed_and_width():
     p = platform_from_nccl_xml(XML, name="xml")
     assert p["gpus_per_node"] == 4 and sorted(map(sorted, p["gpus"].values())) == [[0, 1], [2, 3]]
     assert p["nic_rate"] == pytest.approx(400e9 / 8)
-    cluster = build_cluster(p, 2)
+    cluster = pcie_cluster(p, 2)
     cap = cluster.capacities()
     gen5_x16 = 32e9 * 128 / 130 / 8 * 16
     gen4_x16 = 16e9 * 128 / 130 / 8 * 16

@@ -1,4 +1,4 @@
-"""Expert-parallel phases (gxnet/prefill.py) and the prefill pass (gxnet/passes/prefill.py)."""
+"""Expert-parallel phases (gxnet/ep_phase.py) and the prefill pass (gxnet/passes/prefill.py)."""
 
 import dataclasses
 
@@ -6,14 +6,15 @@ import numpy as np
 import pytest
 
 from collectives.errors import SpecError
-from fabrics.network_model import Completion, check_in_demand
+from fabrics.network.protocol import Completion, check_in_demand
 from gxnet.compile import compiled_program
 from gxnet.passes import PassManager
 from gxnet.passes.manager import standard_pipeline
 from gxnet.graph import build_model_graph
 from gxnet.precision import precision_from_dict
-from gxnet.prefill import EpDeployment, PhaseSpec, build_phase_plan, execute_phase, CommEntry, KernelEntry
-from gxnet.routing import RoutingSpec
+from gxnet.ep_phase import EpDeployment, PhaseSpec, build_phase_plan, execute_phase
+from gxnet.plan import CollectiveEntry as CommEntry
+from gxnet.expert_routing import RoutingSpec
 from gxnet.testing import accelerator, model
 
 BF16 = precision_from_dict({"name": "bf16", "weights_bits": 16, "kv_bits": 16})

@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from fabrics.analytical import FabricAnalytical
-from fabrics.network_model import CollectiveCall, DemandEntry
+from fabrics.network.protocol import CollectiveCall, DemandEntry
 from fabrics.physical import FabricSpec, build_fabric
-from fabrics.simlette.build import simlette_from_config, simulate_collective
+from fabrics.simlette.build import simulate_collective
+from pipelines.network import simlette_from_config
 from fabrics.simlette.selection import build_named, complete_topology, native_eps_phases
 
 R = 5e10
@@ -119,7 +120,7 @@ def test_deployments_keep_their_own_fabric_and_reuse_cache():
     (ca, fa), (cb, fb), (ca2, fa2) = run(a, 0), run(b, 1), run(a, 2)
     assert fa is not fb and fa is fa2
     assert ca2.end_s - ca2.start_s == ca.end_s - ca.start_s
-    rep = net.report()
+    rep = net.simulation_report()
     assert rep["episodes_simulated"] == 2 and rep["episodes_reused"] == 1 and rep["cache_hits"] == 1
     assert net.plan_summary()["fabric"] == "all_ocs" and net.plan_json is not None
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from collectives.topology import hypercube
-from fabrics.simlette.build import params_from_network, simlette_from_config
+from pipelines.network import simlette_from_config
+from pipelines.network import simlette_params as params_from_network
 from fabrics.simlette.engine import Engine, Message
 from fabrics.latency import LatencyBudget
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from collectives.errors import SpecError
-from fabrics.network_model import CollectiveCall, DemandEntry, NetworkModel
-from fabrics.simlette.build import simlette_from_config, simulate_collective
+from fabrics.network.protocol import CollectiveCall, DemandEntry, NetworkModel
+from fabrics.simlette.build import simulate_collective
+from pipelines.network import simlette_from_config
 from fabrics.simlette.params import SimletteParams
 
 N = 16
@@ -70,7 +71,7 @@ def test_repeated_idle_episodes_are_reused_and_identical():
         (c,) = net.advance()
         durations.append(c.end_s - c.start_s)
         t = c.end_s + 1e-6  # compute between the collectives: network idle again
-    rep = net.report()
+    rep = net.simulation_report()
     assert rep["cache_hits"] == 4 and rep["episodes_simulated"] == 1 and rep["episodes_reused"] == 4
     assert durations == pytest.approx([durations[0]] * 5, rel=1e-12)
     fresh = _net()
@@ -157,14 +158,15 @@ def test_forced_schedule_is_used():
 
 def test_network_dict_buffer_forms():
     from fabrics.latency import LatencyBudget
-    from fabrics.simlette.build import params_from_network
+    from pipelines.network import simlette_params as params_from_network
 
     lat = LatencyBudget()
     assert params_from_network({"buffer": "unlimited"}, lat).buffer_bytes is None
     assert params_from_network({"buffer_bytes": 16384}, lat).buffer_flits == 25
     assert params_from_network({"buffer": 4096}, lat).buffer_bytes == 4096
-    with pytest.raises(SpecError, match="config edge"):
-        params_from_network({"buffer": "16KiB"}, lat)
+    assert params_from_network({"buffer": "16KiB"}, lat).buffer_bytes == 16384  # units parsed at the edge
+    with pytest.raises(SpecError, match="buffer"):
+        params_from_network({"buffer": "16 furlongs"}, lat)
     # Table 9 split: 350 ns before the first port, 140 ns after the last cable
     p = params_from_network({}, lat)
     assert p.source_latency_s == pytest.approx(350e-9) and p.sink_latency_s == pytest.approx(140e-9)

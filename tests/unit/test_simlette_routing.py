@@ -6,7 +6,8 @@ import pytest
 
 from collectives.errors import SpecError
 from collectives.topology import hypercube, with_folds
-from fabrics.simlette.build import simlette_from_config, simulate_collective
+from fabrics.simlette.build import simulate_collective
+from pipelines.network import simlette_from_config
 
 
 def _fabric(kind, n, ports, topology=None, **extra):
@@ -54,7 +55,7 @@ def test_two_level_eps_runs_a_collective_across_racks():
 
 
 def test_deployed_fabrics_need_the_deployment_before_calls():
-    from fabrics.network_model import CollectiveCall
+    from fabrics.network.protocol import CollectiveCall
 
     net = simlette_from_config({"kind": "hybrid", "ports": 2, "link_rate_Bps": 5e10, "accelerators": 64},
                                {"mode": "optimized"})
@@ -77,7 +78,7 @@ def test_write_responses_use_the_reverse_links_without_delaying_posted_writes():
 
 def test_spray_pointer_survives_destinations_with_different_path_counts():
     from fabrics.latency import LatencyBudget
-    from fabrics.simlette.build import params_from_network
+    from pipelines.network import simlette_params as params_from_network
     from fabrics.simlette.engine import Engine, Message
 
     net = simlette_from_config({"kind": "all_eps", "ports": 2, "link_rate_Bps": 5e10, "accelerators": 64,

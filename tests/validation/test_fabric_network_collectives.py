@@ -11,8 +11,8 @@ Figure 3 and Figure 13 (paper-numbers.md): 512 accelerators, 36 ports at 400 Gb/
 import pytest
 
 from fabrics.analytical import FabricAnalytical
-from fabrics.network_model import CollectiveCall, DemandEntry
-from fabrics.physical import fabric_from_dict
+from fabrics.network.protocol import CollectiveCall, DemandEntry
+from pipelines.network import fabric_from_dict
 
 W, KIB = 512, 1024
 GROUP = (tuple(range(W)),)

@@ -24,7 +24,7 @@ import sys
 import pytest
 
 from fabrics.analytical import FabricAnalytical
-from fabrics.physical import fabric_from_dict
+from pipelines.network import fabric_from_dict
 from fabrics.power import system_power_W
 from gxnet.deployment import Deployment
 from gxnet.executor import execute

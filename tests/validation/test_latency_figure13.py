@@ -20,7 +20,7 @@ import pytest
 from collectives.schedules import SCHEDULES
 from collectives.topology import CayleyTopology
 from fabrics.allocation import linear_allocation
-from fabrics.physical import fabric_from_dict
+from pipelines.network import fabric_from_dict
 from fabrics.planner import plan, request_from_dict
 from fabrics.routing import configure_ocs, route
 

@@ -9,7 +9,7 @@ import pytest
 from collectives.schedules import SCHEDULES
 from collectives.topology import block_fold
 from fabrics.allocation import linear_allocation
-from fabrics.physical import fabric_from_dict
+from pipelines.network import fabric_from_dict
 from fabrics.routing import configure_ocs, route, xor_port_permutations
 
 W, L, R = 512, 36, 5e10

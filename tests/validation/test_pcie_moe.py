@@ -15,19 +15,18 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabrics.pcie.platform import build_cluster
+from pipelines.network import pcie_cluster
 from fabrics.pcie_network import PcieNetwork, PcieNetworkParams
 from gxnet.precision import precision_from_dict
-from gxnet.prefill import EpDeployment, PhaseSpec, build_phase_plan, execute_phase
-from gxnet.routing import RoutingProblem, RoutingSpec, expert_hosts, layer_routing
+from gxnet.ep_phase import EpDeployment, PhaseSpec, build_phase_plan, execute_phase
+from gxnet.expert_routing import RoutingProblem, RoutingSpec, expert_hosts, layer_routing
 from gxnet.testing import accelerator, model
-from pipelines.units import parse_rate
 
 ROOT = Path(__file__).resolve().parents[2]
 PLATFORM = yaml.safe_load((ROOT / "conf" / "platform" / "r5080_bf3.yaml").read_text())
 BF16 = precision_from_dict({"name": "bf16", "weights_bits": 16, "kv_bits": 16})
 QWEN3 = dataclasses.replace(model("qwen3_30b_a3b"), layers=3)
-CLUSTER = build_cluster(PLATFORM, 2, parse_rate)
+CLUSTER = pcie_cluster(PLATFORM, 2)
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +93,7 @@ def test_routing_conservation(tokens, ep_log, seed, kind, s):
     assert (lr.active_experts_per_rank <= 64 // ep).all()
 
 
-ONE_NODE = build_cluster(PLATFORM, 1, parse_rate)
+ONE_NODE = pcie_cluster(PLATFORM, 1)
 
 
 @settings(max_examples=10, deadline=None)

@@ -3,7 +3,7 @@
 import pytest
 
 from fabrics.allocation import linear_allocation
-from fabrics.physical import fabric_from_dict
+from pipelines.network import fabric_from_dict
 from fabrics.planner import clear_plan_cache, plan, request_from_dict
 from fabrics.routing import configure_ocs, route
 

@@ -3,7 +3,7 @@ from component counts derived by constructing the 576-accelerator fabrics of App
 
 import pytest
 
-from fabrics.physical import fabric_from_dict
+from pipelines.network import fabric_from_dict
 from fabrics.power import ACCELERATOR_W, power_breakdown, system_power_W
 
 R400 = 400e9 / 8

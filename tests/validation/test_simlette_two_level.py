@@ -14,9 +14,10 @@ from __future__ import annotations
 import pytest
 
 from fabrics.analytical import FabricAnalytical
-from fabrics.network_model import CollectiveCall, DemandEntry
+from fabrics.network.protocol import CollectiveCall, DemandEntry
 from fabrics.physical import FabricSpec, build_fabric
-from fabrics.simlette.build import simlette_from_config, simulate_collective
+from fabrics.simlette.build import simulate_collective
+from pipelines.network import simlette_from_config
 
 R = 5e10
 KIB = 1024
@@ -69,15 +70,12 @@ def _decode(fabric, network):
     from gxnet.plan import build_plan
     from pipelines.app import CONF_DIR
     from pipelines.network import build_network
-    from pipelines.specs import deployment_spec, fabric_numbers
+    from pipelines.specs import deployment_spec
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
-        cfg = compose(config_name="decode", overrides=[f"world={WORLD}", f"fabric={fabric}"])
+        cfg = compose(config_name="decode", overrides=[f"world={WORLD}", f"fabric={fabric}", f"network={network}"])
     dep = deployment_spec(cfg)
-    if network == "simlette":
-        net = simlette_from_config(fabric_numbers(cfg, dep.accelerator), {"mode": "optimized"}, world=dep.world)
-    else:
-        net = build_network(cfg, dep.accelerator, dep.world)
+    net = build_network(cfg, dep.accelerator, dep.world)
     return execute(build_plan(dep), net), net
 
 
@@ -85,7 +83,7 @@ def test_megatron_decode_step_on_all_ocs_agrees_with_the_analytical_model():
     sim, net = _decode("all_ocs", "simlette")
     ana, ana_net = _decode("all_ocs", "analytical")
     assert sim.decode_step_s == pytest.approx(ana.decode_step_s, rel=0.01)
-    rep = net.report()
+    rep = net.simulation_report()
     assert rep["episodes_reused"] > 100 * rep["episodes_simulated"]  # 128 identical layers: one simulation
     assert {tuple(k.split("/")): v for k, v in rep["schedules"].items()} == dict(ana_net.schedules_used)
 

@@ -19,11 +19,10 @@ from collectives.alltoallv.schedulers import make_scheduler
 from collectives.alltoallv.validity import check_schedule
 from fabrics.pcie.evaluator import evaluate, stage_rates
 from fabrics.pcie.paths import channel_topology
-from fabrics.pcie.platform import build_cluster
-from pipelines.units import parse_rate
+from pipelines.network import pcie_cluster
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "platform"
-TOPO = channel_topology(build_cluster(yaml.safe_load((CONF / "fig1.yaml").read_text()), 1, parse_rate))
+TOPO = channel_topology(pcie_cluster(yaml.safe_load((CONF / "fig1.yaml").read_text()), 1))
 MB = 10**6
 
 

@@ -17,8 +17,7 @@ from collectives.alltoallv.schedulers import make_scheduler
 from collectives.alltoallv.workloads import zipf
 from fabrics.pcie.evaluator import evaluate
 from fabrics.pcie.paths import channel_topology
-from fabrics.pcie.platform import build_cluster
-from pipelines.units import parse_rate
+from pipelines.network import pcie_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 BF3 = yaml.safe_load((ROOT / "conf" / "platform" / "r5080_bf3.yaml").read_text())
@@ -35,7 +34,7 @@ INSTANCES = {"8gpu_x1": (BF3, 1), "4gpu_x1": (four_gpu_nodes(), 1), "4gpu_x2": (
 
 
 def ratios(cfg, nodes, seeds):
-    t = channel_topology(build_cluster(cfg, nodes, parse_rate))
+    t = channel_topology(pcie_cluster(cfg, nodes))
     milp, vp = make_scheduler("milp", t), make_scheduler("variopath", t, DEFAULT)
     out = []
     for seed in seeds:
@@ -54,7 +53,7 @@ def test_default_variopath_reaches_98_percent_of_the_milp_optimum_on_average():
 
 
 def test_ablation_ordering_of_table3_on_two_node_r5080_bf3():
-    t = channel_topology(build_cluster(BF3, 2, parse_rate))
+    t = channel_topology(pcie_cluster(BF3, 2))
     demands = [zipf(16, 64 * 2**20, 0.6, seed) for seed in range(5)]
     mean = {}
     for name in ("variopath", "fixed_peers", "fixed_paths", "fixed_both"):

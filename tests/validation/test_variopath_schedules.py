@@ -13,14 +13,13 @@ from collectives.alltoallv.schedulers import make_scheduler
 from collectives.alltoallv.validity import check_schedule
 from fabrics.pcie.evaluator import evaluate
 from fabrics.pcie.paths import channel_topology
-from fabrics.pcie.platform import build_cluster
-from pipelines.units import parse_rate
+from pipelines.network import pcie_cluster
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "platform"
 
 
 def topo(name, nodes):
-    return channel_topology(build_cluster(yaml.safe_load((CONF / f"{name}.yaml").read_text()), nodes, parse_rate))
+    return channel_topology(pcie_cluster(yaml.safe_load((CONF / f"{name}.yaml").read_text()), nodes))
 
 
 TOPOS = {"fig1": topo("fig1", 1), "bf3x2": topo("r5080_bf3", 2), "cx8": topo("r5080_cx8", 1)}

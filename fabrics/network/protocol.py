@@ -2,17 +2,25 @@
 
 GXNET's executor registers each collective with its earliest start time until nothing more
 can be registered, then calls ``advance()``; the network model returns the completions it
-has resolved (at least one while anything is pending). Analytical and Simlette models are
-interchangeable behind this protocol (``network=analytical|simlette``).
+has resolved (at least one while anything is pending). Every model -- analytical, flow-level,
+Simlette -- implements the same four calls and is chosen by ``network=<name>`` through the
+registry in ``fabrics.network.registry``:
 
-Before the walk the model receives the deployment's demand (Table 1 rows); a registered
-collective outside that demand is an error (B.4).
+- ``prepare(demand, world)``: the deployment's demand (Table 1 rows) before the walk; OCS
+  planning happens here. A registered collective outside that demand is an error (B.4).
+- ``register(call, earliest_start_s)``: a collective whose dependencies are met.
+- ``advance() -> [Completion]``: resolve at least one pending call. A completion carries the
+  schedule the model used, the planning time charged on the critical path before the data
+  moved (online AlltoAllv planning on PCIe; zero elsewhere) and, where a model has them, the
+  parts its time is made of.
+- ``report() -> NetworkReport``: what the model did over the walk (schedules per demand row,
+  the circuit plan, model-specific details), read by the pipelines instead of probing the model.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Mapping, Protocol, runtime_checkable
 
 COLLECTIVES = ("allreduce", "alltoall", "allgather", "reducescatter", "alltoallv")
 
@@ -39,7 +47,7 @@ class CollectiveCall:
 
     ``groups`` lists every concurrent group of this call as tuples of global ranks; ranks with
     identical behaviour are represented once in GXNET's plan but the network model sees all
-    groups, so it can account for shared links (Simlette) or ignore them (analytical).
+    groups, so it can account for shared links (Simlette, flow) or price them together.
     """
 
     call_id: int
@@ -50,7 +58,7 @@ class CollectiveCall:
     payload_bytes: int  # per-rank buffer sigma
     # alltoallv only (optional): the per-call demand matrix in bytes, indexed by position in the
     # group (one group) -- expert dispatch/combine whose volumes depend on the routing. Models
-    # that ignore it price the call from ``payload_bytes`` as before.
+    # that ignore it price the call from ``payload_bytes``.
     demand: Any = field(default=None, compare=False)
 
 
@@ -58,8 +66,21 @@ class CollectiveCall:
 class Completion:
     call_id: int
     start_s: float
-    end_s: float
-    schedule: str = ""  # schedule the model used, for traces
+    end_s: float  # planning + data movement
+    schedule: str = ""  # schedule the model used
+    planning_s: float = 0.0  # of end_s - start_s: planning charged before the data moved
+    parts: Mapping[str, float] = field(default_factory=dict, compare=False)  # model-specific split, seconds
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkReport:
+    """What a network model did over one walk (the pipelines' only view into a model)."""
+
+    model: str  # registry name: analytical | flow | simlette
+    schedules: Mapping[str, str] = field(default_factory=dict)  # "region/axis/collective" -> schedule used
+    plan_summary: Mapping[str, Any] | None = None  # circuit plan of hybrid / OCS fabrics (results.json)
+    plan_json: Mapping[str, Any] | None = None  # the whole plan (plan.json artifact)
+    details: Mapping[str, Any] | None = None  # model-specific, JSON-able (Simlette: link use, credit stalls)
 
 
 @runtime_checkable
@@ -72,6 +93,14 @@ class NetworkModel(Protocol):
 
     def advance(self) -> list[Completion]:
         """Resolve at least one pending collective and return the completions."""
+
+    def report(self) -> NetworkReport:
+        """What the model did since ``prepare``."""
+
+
+def schedules_by_row(used: Mapping[tuple[str, str, str], str]) -> dict[str, str]:
+    """``{(region, axis, collective): schedule}`` as the ``"region/axis/collective"`` keys of results.json."""
+    return {"/".join(k): v for k, v in used.items()}
 
 
 def check_in_demand(call: CollectiveCall, demand: tuple[DemandEntry, ...]) -> None:

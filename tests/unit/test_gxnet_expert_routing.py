@@ -1,4 +1,4 @@
-"""Routing models: per-layer dispatch demand and expert load (gxnet/routing.py)."""
+"""Expert routing models: per-layer dispatch demand and expert load (gxnet/expert_routing.py)."""
 
 import json
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from collectives.errors import SpecError
-from gxnet.routing import (
+from gxnet.expert_routing import (
     RoutingProblem,
     RoutingSpec,
     _draw,

@@ -13,16 +13,18 @@ a scale-up fabric:
   (context parallelism, one all-gather per layer over the EP ranks, Hkv x 2 x d per token)
   before its flash-attention prefill kernel; decode keeps each request's KV cache on its rank;
 - each MoE layer dispatches every token to the ranks hosting its top-k experts (AlltoAllv with
-  the layer's own demand matrix from ``gxnet.routing``), runs the grouped expert GEMM on the
+  the layer's own demand matrix from ``gxnet.expert_routing``), runs the grouped expert GEMM on the
   rows each rank received, and combines the expert outputs back (the transposed AlltoAllv);
   the combine waits for the slowest rank's expert GEMM (routing skew shows up twice: in the
   AlltoAllv volumes and in the expert compute of the busiest rank);
 - only the last token of each request reaches the LM head (one generated token).
 
-The executor walks the plan once (one track: ranks differ only in expert load, whose maximum
-is on the critical path) and asks a ``NetworkModel`` for every collective; with ``fabric=pcie``
-that is ``fabrics.pcie_network.PcieNetwork``, which schedules the AlltoAllv with the
-configured scheduler and charges its planning time on the critical path.
+The phase is an ``ExecutionPlan`` like a decode step's -- one track (ranks differ only in expert
+load, whose maximum is on the critical path), one section per layer since every layer routes
+its own demand -- and runs through the one executor (``gxnet.executor.execute``), which asks the
+network model for every collective; on ``fabric=pcie`` (``network=flow``) that is
+``fabrics.pcie_network.PcieNetwork``, which schedules each AlltoAllv with the configured
+scheduler and reports its planning time, charged on the critical path.
 """
 
 from __future__ import annotations
@@ -32,16 +34,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from collectives.errors import SpecError
-from fabrics.network_model import CollectiveCall, DemandEntry, NetworkModel
+from fabrics.network.protocol import DemandEntry, NetworkModel
 from gxnet.accelerators import AcceleratorSpec
 from gxnet.compile import CollectiveSlot, compiled_program
+from gxnet.executor import StepResult, execute
 from gxnet.models import ModelSpec
+from gxnet.plan import CATEGORY, PLANNED_BREAKDOWN_KEYS, CollectiveEntry, ComputeEntry, ExecutionPlan, PlanSection, Track
 from gxnet.precision import PrecisionSpec
-from gxnet.routing import LayerRouting, RoutingProblem, RoutingSpec, expert_hosts, route_layers
+from gxnet.expert_routing import LayerRouting, RoutingProblem, RoutingSpec, expert_hosts, route_layers
 
 PHASES = ("decode", "prefill")
-BREAKDOWN_KEYS = ("attention", "ffn", "communication", "planning", "fixed", "other")
-_CATEGORY = {"embedding": "other", "lm_head": "other", "attention": "attention", "ffn": "ffn"}
+ALLTOALLV_CALLS = ("dispatch", "combine")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +89,15 @@ class EpDeployment:
                             f"of {self.accelerator.name}; raise EP (more ranks share the experts)")
 
     @property
+    def world(self) -> int:
+        """Ranks of the phase (what the executor and network model see)."""
+        return self.ep
+
+    @property
+    def batch(self) -> int:
+        return self.phase.requests
+
+    @property
     def tokens_per_rank(self) -> int:
         return -(-self.phase.tokens // self.ep)
 
@@ -109,44 +121,35 @@ class EpDeployment:
 
 
 @dataclass(frozen=True, slots=True)
-class KernelEntry:
-    name: str
-    kernel: str
-    category: str
-    duration_s: float
-    flops: float
-    hbm_bytes: float
-
-
-@dataclass(frozen=True, slots=True)
-class CommEntry:
-    name: str  # "kv_allgather" | "dispatch" | "combine"
-    region: str
-    axis: str
-    collective: str
-    payload_bytes: int
-    demand: np.ndarray | None = field(default=None, compare=False)
-
-
-@dataclass(frozen=True, slots=True)
 class PhasePlan:
-    deployment: EpDeployment
-    prologue: tuple
-    layers: tuple  # per layer: tuple of KernelEntry | CommEntry
-    epilogue: tuple
-    demand: tuple[DemandEntry, ...]
+    """The phase's execution plan and the per-layer routing it was built from."""
+
+    plan: ExecutionPlan
     routing: tuple[LayerRouting, ...]
 
+    @property
+    def deployment(self) -> EpDeployment:
+        return self.plan.deployment
+
+    @property
+    def demand(self) -> tuple[DemandEntry, ...]:
+        return self.plan.demand
+
+    @property
+    def layers(self) -> tuple[tuple, ...]:
+        """The entries of every layer (between the embedding and LM-head sections)."""
+        return tuple(sec.entries for sec in self.plan.sections[1:-1])
+
     def as_dict(self) -> dict:
-        def entry(e):
-            if isinstance(e, CommEntry):
-                return {"type": "collective", "name": e.name, "axis": e.axis, "collective": e.collective,
-                        "payload_bytes": e.payload_bytes}
-            return {"type": "compute", "name": e.name, "kernel": e.kernel, "duration_s": e.duration_s,
-                    "flops": e.flops, "hbm_bytes": e.hbm_bytes}
-        return {"deployment": self.deployment.describe(), "prologue": [entry(e) for e in self.prologue],
-                "layers": [[entry(e) for e in layer] for layer in self.layers[:2]],
-                "layers_total": len(self.layers), "epilogue": [entry(e) for e in self.epilogue]}
+        d = self.plan.as_dict()
+        d["sections"] = d["sections"][:3] + d["sections"][-1:]  # embedding, two layers, LM head
+        d["layers_total"] = len(self.routing)
+        return d
+
+
+def _compute(name: str, kernel: str, region: str, duration_s: float, flops: float, hbm_bytes: float) -> ComputeEntry:
+    return ComputeEntry(name, kernel, region, CATEGORY.get(region, "other"), (float(duration_s),), (float(flops),),
+                        (float(hbm_bytes),))
 
 
 def _kernel_slots(prog):
@@ -190,8 +193,13 @@ def build_phase_plan(d: EpDeployment) -> PhasePlan:
                 best = expert_cache[key]
         return best
 
-    def kern(vals, kernel, region, i, name) -> KernelEntry:
-        return KernelEntry(name, kernel, _CATEGORY.get(region, "other"), float(vals[i]), float(vals[i + 1]), float(vals[i + 2]))
+    def kern(vals, kernel, region, i, name) -> ComputeEntry:
+        return _compute(name, kernel, region, vals[i], vals[i + 1], vals[i + 2])
+
+    group = (tuple(range(d.ep)),)
+
+    def comm(name: str, region: str, axis: str, collective: str, payload: int, demand=None) -> CollectiveEntry:
+        return CollectiveEntry(name, region, axis, collective, int(payload), group, demand)
 
     kv_gather = p.phase == "prefill" and d.ep > 1
     kv_payload = p.tokens * m.kv_heads * 2 * m.head_dim * d.precision.comm_bits // 8  # gathered prompt K/V
@@ -208,17 +216,17 @@ def build_phase_plan(d: EpDeployment) -> PhasePlan:
             entries: list = []
             for kn, rg, i in slots:
                 if kn.startswith("flash") and kv_gather:
-                    entries.append(CommEntry("kv_allgather", "attention", "world", "allgather", kv_payload))
+                    entries.append(comm("kv_allgather", "attention", "world", "allgather", kv_payload))
                 if kn == "expert_gemm":
                     lr = routing[layer]
                     if d.ep > 1:
-                        entries.append(CommEntry("dispatch", "ffn", "ep", "alltoallv",
-                                                 int(lr.dispatch_bytes.sum(axis=1).max()), lr.dispatch_bytes))
+                        entries.append(comm("dispatch", "ffn", "ep", "alltoallv",
+                                            int(lr.dispatch_bytes.sum(axis=1).max()), lr.dispatch_bytes))
                     t, f, b = expert_kernel(lr)
-                    entries.append(KernelEntry(f"L{layer}.experts", kn, "ffn", t, f, b))
+                    entries.append(_compute(f"L{layer}.experts", kn, "ffn", t, f, b))
                     if d.ep > 1:
                         comb = np.ascontiguousarray(lr.dispatch_bytes.T)
-                        entries.append(CommEntry("combine", "ffn", "ep", "alltoallv", int(comb.sum(axis=1).max()), comb))
+                        entries.append(comm("combine", "ffn", "ep", "alltoallv", int(comb.sum(axis=1).max()), comb))
                     layer += 1
                     continue
                 entries.append(kern(base, kn, rg, i, kn))
@@ -231,8 +239,14 @@ def build_phase_plan(d: EpDeployment) -> PhasePlan:
         demand.append(DemandEntry(region="ffn", axis="ep", collective="alltoallv", groups=1, ranks=d.ep,
                                   calls_per_step=2 * len(layers),
                                   payload_bytes=max(int(lr.dispatch_bytes.sum(axis=1).max()) for lr in routing)))
-    return PhasePlan(deployment=d, prologue=tuple(prologue), layers=tuple(layers), epilogue=tuple(epilogue),
-                     demand=tuple(demand), routing=routing)
+    sections = (PlanSection("embedding", 1, tuple(prologue)),
+                *(PlanSection(f"layer_{i}", 1, entries) for i, entries in enumerate(layers)),
+                PlanSection("lm_head", 1, tuple(epilogue)))
+    track = Track("critical path (busiest rank)", d.ep, 0)
+    plan = ExecutionPlan(deployment=d, tracks=(track,), sections=sections, demand=tuple(demand), moe=None,
+                         weights_bytes_per_rank=d.memory_bytes_per_rank, kv_bytes_per_rank=0,
+                         breakdown_keys=PLANNED_BREAKDOWN_KEYS)
+    return PhasePlan(plan=plan, routing=routing)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -273,78 +287,22 @@ class PhaseResult:
 
 
 def execute_phase(plan: PhasePlan, network: NetworkModel, *, trace: bool = True) -> PhaseResult:
-    """Walk the plan; collectives block (no overlap), the first kernel after each pays the launch."""
+    """Run the phase through the executor; collectives block (no overlap), the first kernel after
+    each pays the launch; per layer, the AlltoAllv data movement and planning come from its calls."""
     d = plan.deployment
-    network.prepare(plan.demand, d.ep)
-    launch = d.accelerator.in_graph_launch_s
-    group = (tuple(range(d.ep)),)
-    breakdown = dict.fromkeys(BREAKDOWN_KEYS, 0.0)
-    a2a = {"dispatch": [], "combine": []}
-    planning = {"dispatch": [], "combine": []}
+    step: StepResult = execute(plan.plan, network, trace=trace)
+    a2a = {k: [] for k in ALLTOALLV_CALLS}
+    planning = {k: [] for k in ALLTOALLV_CALLS}
     kv_total = 0.0
-    events: list = []
-    t = 0.0
-    window_open = True
-    call_id = 0
-    records = getattr(network, "records", None)
-
-    def compute(e: KernelEntry) -> None:
-        nonlocal t, window_open
-        if window_open:
-            breakdown["fixed"] += launch
-            t += launch
-            window_open = False
-        if trace:
-            events.append({"name": e.kernel, "cat": "compute", "start_s": t, "dur_s": e.duration_s})
-        t += e.duration_s
-        breakdown[e.category] += e.duration_s
-
-    for li, entries in enumerate([plan.prologue, *plan.layers, plan.epilogue]):
-        for e in entries:
-            if isinstance(e, KernelEntry):
-                compute(e)
-                continue
-            call = CollectiveCall(call_id=call_id, region=e.region, axis=e.axis, collective=e.collective,
-                                  groups=group, payload_bytes=e.payload_bytes, demand=e.demand)
-            n_rec = len(records) if records is not None else 0
-            network.register(call, t)
-            done = {}
-            while call_id not in done:
-                got = network.advance()
-                if not got:
-                    raise RuntimeError(f"network model advanced without completing call {call_id}")
-                done.update({c.call_id: c for c in got})
-            c = done[call_id]
-            call_id += 1
-            end = max(c.end_s, t)
-            plan_s = records[n_rec].planning_s if records is not None and len(records) > n_rec else 0.0
-            data_s = end - t - plan_s
-            breakdown["planning"] += plan_s
-            breakdown["communication"] += data_s
-            if e.name in a2a:
-                a2a[e.name].append(data_s)
-                planning[e.name].append(plan_s)
-            else:
-                kv_total += data_s
-            if trace:
-                events.append({"name": f"{e.name}[{e.collective}]", "cat": "collective", "start_s": t, "dur_s": end - t,
-                               "args": {"payload_bytes": e.payload_bytes, "layer": li - 1, "schedule": c.schedule,
-                                        "planning_s": plan_s}})
-            t = end
-            window_open = True
-    return PhaseResult(latency_s=t, breakdown_s=breakdown, alltoallv_s=a2a, planning_s=planning, kv_allgather_s=kv_total,
-                       memory_bytes_per_rank=d.memory_bytes_per_rank, tokens_per_rank=d.tokens_per_rank,
-                       dropped_rows=int(sum(lr.dropped_rows for lr in plan.routing)), events=events)
+    for call in step.calls:
+        if call.name in a2a:
+            a2a[call.name].append(call.communication_s)
+            planning[call.name].append(call.planning_s)
+        else:
+            kv_total += call.communication_s
+    return PhaseResult(latency_s=step.decode_step_s, breakdown_s=dict(step.breakdown_s), alltoallv_s=a2a,
+                       planning_s=planning, kv_allgather_s=kv_total, memory_bytes_per_rank=d.memory_bytes_per_rank,
+                       tokens_per_rank=d.tokens_per_rank,
+                       dropped_rows=int(sum(lr.dropped_rows for lr in plan.routing)), events=step.events)
 
 
-def chrome_trace(result: PhaseResult, label: str) -> dict:
-    evs = [{"name": "process_name", "ph": "M", "pid": 0, "args": {"name": label}},
-           {"name": "thread_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "critical path (busiest rank)"}}]
-    for e in result.events:
-        evs.append({"name": e["name"], "cat": e["cat"], "ph": "X", "pid": 0, "tid": 0, "ts": e["start_s"] * 1e6,
-                    "dur": e["dur_s"] * 1e6, "args": e.get("args", {})})
-    return {"traceEvents": evs, "displayTimeUnit": "ns"}
-
-
-__all__ = ["PhaseSpec", "EpDeployment", "PhasePlan", "PhaseResult", "build_phase_plan", "execute_phase",
-           "chrome_trace", "PHASES"]
