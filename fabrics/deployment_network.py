@@ -29,12 +29,13 @@ from typing import Sequence
 import numpy as np
 
 from collectives.errors import SpecError
-from fabrics.allocation import balanced_hybrid_allocation, linear_allocation, rack_demand_bytes
 from fabrics.native import canonical_collective
 from fabrics.network.protocol import DemandEntry
 from fabrics.phase_pricing import PhasePricer
 from fabrics.physical import OCS, PhysicalFabric
-from fabrics.routing import RoutedFabric, configure_ocs, hybrid_for_demand, route
+from fabrics.scaleup.allocation import balanced_hybrid_allocation, linear_allocation, rack_demand_bytes
+from fabrics.scaleup.ocs_configuration import configure_ocs, hybrid_for_demand
+from fabrics.scaleup.paths import RoutedFabric, route
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,7 +26,7 @@ import numpy as np
 from collectives.errors import SpecError
 from fabrics.native import PhaseArrays
 from fabrics.physical import EPS, OCS
-from fabrics.routing import RoutedFabric
+from fabrics.scaleup.paths import RoutedFabric
 
 
 @dataclass(frozen=True, slots=True)

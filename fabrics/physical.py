@@ -18,7 +18,7 @@ of rail j, so the L ports of an accelerator reach L independent planes.
 Device ids: accelerators 0..N-1, then level-1 devices, then level-2 devices. Each physical cable
 is bidirectional and yields two directed links (ids 2c and 2c+1). Cables between levels 1 and 2
 are fiber (rack-to-rack distance, D.4); cables touching an OCS are fiber; the others copper.
-OCS devices forward nothing until configured (see ``fabrics.routing``).
+OCS devices forward nothing until configured (see ``fabrics.scaleup.ocs_configuration``).
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ from typing import Sequence
 import numpy as np
 
 from collectives.errors import SpecError
-from fabrics.allocation import TrafficGroups
 from fabrics.network.protocol import DemandEntry
 from fabrics.planner.request import NO_COLLECTIVE, MeshRequest, PlanRequest
+from fabrics.scaleup.allocation import TrafficGroups
 
 
 def _region_meshes(demand: Sequence[DemandEntry], world: int):

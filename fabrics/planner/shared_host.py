@@ -85,7 +85,7 @@ class Plan:
     meta: dict = field(default_factory=dict, compare=False)
 
     def port_permutations(self) -> tuple[tuple[int, ...] | None, ...]:
-        """Rank permutation on every port (for ``fabrics.routing.configure_ocs``)."""
+        """Rank permutation on every port (for ``fabrics.scaleup.ocs_configuration.configure_ocs``)."""
         return tuple(None if g is None else tuple(x ^ g for x in range(self.world)) for g in self.port_masks)
 
     def results(self) -> dict:

@@ -1,5 +1,5 @@
 """Simlette layers 1 and 4 (paper 003, Appendix C.1): the physical topology as simulator links,
-and routing onto it - both taken from ``fabrics.physical`` and ``fabrics.routing``.
+and routing onto it - both taken from ``fabrics.physical`` and ``fabrics.scaleup``.
 
 Simulator links are directed and carry their own serializer (the output port that drives
 them) and a receive buffer at their far end (the credits of Section 5.2). A simulator link is
@@ -16,7 +16,7 @@ from a port through one or more OCS devices to the next EPS or accelerator form 
 simulator link, keyed by its first physical link, whose ``after_s`` adds every cable and every
 10 ns pass-through on the way. Circuits are dedicated, so that first link fixes the whole segment.
 
-Routing (layer 4) is ``fabrics.routing.RoutedFabric.paths`` - the same paths the analytical
+Routing (layer 4) is ``fabrics.scaleup.paths.RoutedFabric.paths`` - the same paths the analytical
 fabric model prices:
 
 * **EPS** (``single_eps``, ``all_eps``, level 1 of ``hybrid``): dynamic routing with packet
@@ -38,9 +38,10 @@ from __future__ import annotations
 
 from collectives.errors import SpecError
 from collectives.topology import CayleyTopology
-from fabrics.allocation import linear_allocation
 from fabrics.physical import ACCELERATOR, EPS, OCS, PhysicalFabric
-from fabrics.routing import RoutedFabric, configure_ocs, route, xor_port_permutations
+from fabrics.scaleup.allocation import linear_allocation
+from fabrics.scaleup.ocs_configuration import configure_ocs, xor_port_permutations
+from fabrics.scaleup.paths import RoutedFabric, route
 from fabrics.simlette.params import SimletteParams
 
 
@@ -72,7 +73,7 @@ class SimFabric:
 
 
 class RoutedSimFabric(SimFabric):
-    """Simulator links and paths of a ``fabrics.routing.RoutedFabric`` (any of the five fabrics)."""
+    """Simulator links and paths of a ``fabrics.scaleup.paths.RoutedFabric`` (any of the five fabrics)."""
 
     def __init__(self, routed: RoutedFabric, params: SimletteParams):
         phys = routed.fabric

@@ -4,11 +4,12 @@ import numpy as np
 import pytest
 
 from collectives.topology import hypercube
-from fabrics.allocation import TrafficGroups, balanced_hybrid_allocation, linear_allocation, rack_demand_bytes
 from fabrics.native import native_phases
 from fabrics.phase_pricing import PhasePricer
 from pipelines.network import fabric_from_dict
-from fabrics.routing import configure_ocs, hybrid_for_demand, route, xor_port_permutations
+from fabrics.scaleup.allocation import TrafficGroups, balanced_hybrid_allocation, linear_allocation, rack_demand_bytes
+from fabrics.scaleup.ocs_configuration import configure_ocs, hybrid_for_demand, xor_port_permutations
+from fabrics.scaleup.paths import route
 
 R = 5e10
 
@@ -124,8 +125,8 @@ def test_circuit_table_equals_following_every_circuit(kind):
     without that table follows every circuit through the cross-connects: both must agree."""
     from dataclasses import replace
 
-    from fabrics.allocation import bit_allocation
-    from fabrics.routing import _circuit_table
+    from fabrics.scaleup.allocation import bit_allocation
+    from fabrics.scaleup.paths import _circuit_table
 
     world = 64
     d = {"kind": kind, "ports": 8, "link_rate": R}
@@ -178,7 +179,7 @@ def _reference_water_fill(demand, up_ports, *, reserve_ring):
 
 
 def test_heap_water_fill_equals_scan():
-    from fabrics.routing import _water_fill
+    from fabrics.scaleup.circuit_sizing import _water_fill
 
     rng = np.random.default_rng(0)
     for trial in range(120):
@@ -231,7 +232,7 @@ def _reference_rack_circuit_load(demand, counts):
 
 
 def test_rack_circuit_load_equals_reference():
-    from fabrics.routing import rack_circuit_counts, rack_circuit_load
+    from fabrics.scaleup.circuit_sizing import rack_circuit_counts, rack_circuit_load
 
     rng = np.random.default_rng(5)
     for _ in range(60):
@@ -247,8 +248,8 @@ def test_balanced_placement_equals_trying_every_bit_allocation():
     distinct rack demand; it must pick what evaluating every bit allocation in full picks."""
     from itertools import combinations
 
-    from fabrics.allocation import bit_allocation
-    from fabrics.routing import rack_circuit_counts, rack_circuit_load
+    from fabrics.scaleup.allocation import bit_allocation
+    from fabrics.scaleup.circuit_sizing import rack_circuit_counts, rack_circuit_load
 
     world = 64
     f = fabric_from_dict({"kind": "hybrid", "ports": 4, "link_rate": R, "accelerators": world, "down_ports": 8,

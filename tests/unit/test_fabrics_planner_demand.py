@@ -5,10 +5,11 @@ import pytest
 from collectives.errors import SpecError
 from fabrics.network.protocol import DemandEntry
 from pipelines.network import fabric_from_dict
-from fabrics.allocation import balanced_hybrid_allocation, rack_demand_bytes
 from fabrics.planner import plan, request_from_demand, traffic_from_demand
 from fabrics.planner.demand import mesh_axis_groups
-from fabrics.routing import hybrid_for_demand, route
+from fabrics.scaleup.allocation import balanced_hybrid_allocation, rack_demand_bytes
+from fabrics.scaleup.ocs_configuration import hybrid_for_demand
+from fabrics.scaleup.paths import route
 
 KiB = 1024
 

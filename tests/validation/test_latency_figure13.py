@@ -19,10 +19,11 @@ import pytest
 
 from collectives.schedules import SCHEDULES
 from collectives.topology import CayleyTopology
-from fabrics.allocation import linear_allocation
 from pipelines.network import fabric_from_dict
 from fabrics.planner import plan, request_from_dict
-from fabrics.routing import configure_ocs, route
+from fabrics.scaleup.allocation import linear_allocation
+from fabrics.scaleup.ocs_configuration import configure_ocs
+from fabrics.scaleup.paths import route
 
 W, L, R, KIB = 512, 36, 5e10, 1024
 PAPER_US = {"allreduce": (1.78, 3.77), "alltoall": (1.70, 3.02)}

@@ -8,9 +8,10 @@ import pytest
 
 from collectives.schedules import SCHEDULES
 from collectives.topology import block_fold
-from fabrics.allocation import linear_allocation
 from pipelines.network import fabric_from_dict
-from fabrics.routing import configure_ocs, route, xor_port_permutations
+from fabrics.scaleup.allocation import linear_allocation
+from fabrics.scaleup.ocs_configuration import configure_ocs, xor_port_permutations
+from fabrics.scaleup.paths import route
 
 W, L, R = 512, 36, 5e10
 PAPER_US = {  # KiB: (OCS, EPS)

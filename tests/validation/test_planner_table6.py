@@ -2,10 +2,11 @@
 
 import pytest
 
-from fabrics.allocation import linear_allocation
 from pipelines.network import fabric_from_dict
 from fabrics.planner import clear_plan_cache, plan, request_from_dict
-from fabrics.routing import configure_ocs, route
+from fabrics.scaleup.allocation import linear_allocation
+from fabrics.scaleup.ocs_configuration import configure_ocs
+from fabrics.scaleup.paths import route
 
 KiB = 1024
 US = 1e-6

@@ -8,9 +8,9 @@
 * ``balanced_hybrid_allocation`` — the hybrid fabric's placement (C.7): the planner places
   workers "such that bandwidth demand is balanced across the level-2 OCS devices". We search
   the rack-local bit sets and keep the one whose rack-to-rack demand, after the level-2
-  circuits are sized to it (``fabrics.routing.rack_circuit_counts``) and traffic follows the
-  shortest circuit routes, gives the lowest bytes on the busiest circuit; ties go to less
-  inter-rack traffic, then to the lexicographically first bit set.
+  circuits are sized to it (``fabrics.scaleup.circuit_sizing.rack_circuit_counts``) and
+  traffic follows the shortest circuit routes, gives the lowest bytes on the busiest circuit;
+  ties go to less inter-rack traffic, then to the lexicographically first bit set.
 
 Traffic is described by groups of ranks exchanging ``pair_bytes`` between every ordered pair
 inside a group (the uniform any-to-any pattern of one-shot all-reduce and all-to-all, which is
@@ -27,6 +27,7 @@ import numpy as np
 
 from collectives.errors import SpecError
 from fabrics.physical import PhysicalFabric
+from fabrics.scaleup.circuit_sizing import rack_circuit_counts, rack_circuit_load
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,8 +140,6 @@ def _rack_demand(racks_of_rank: np.ndarray, prepared, racks: int) -> np.ndarray:
 
 def balanced_hybrid_allocation(fabric: PhysicalFabric, world: int, traffic: Sequence[TrafficGroups]) -> Allocation:
     """Placement balancing level-2 demand over the hybrid fabric's OCS circuits (C.7)."""
-    from fabrics.routing import rack_circuit_counts, rack_circuit_load  # routing sizes circuits
-
     spec = fabric.spec
     if spec.levels == 1 or world <= spec.rack_size:
         return linear_allocation(world)

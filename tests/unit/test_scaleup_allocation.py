@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from collectives.errors import SpecError
-from fabrics.allocation import (
+from fabrics.scaleup.allocation import (
     Allocation, TrafficGroups, balanced_hybrid_allocation, bit_allocation, linear_allocation, rack_demand_bytes,
 )
 from pipelines.network import fabric_from_dict
-from fabrics.routing import rack_circuit_counts, rack_circuit_load
+from fabrics.scaleup.circuit_sizing import rack_circuit_counts, rack_circuit_load
 
 R = 5e10
 

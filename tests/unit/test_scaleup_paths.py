@@ -1,19 +1,13 @@
-"""Routing: EPS spraying paths, OCS circuits from generators, hybrid rack circuits, phase costs."""
+"""Routing over the physical fabrics: EPS spraying paths, OCS circuit paths, hybrid rack-circuit routes."""
 
-import itertools
-
-import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
 
 from collectives.errors import SpecError
-from fabrics.allocation import TrafficGroups, linear_allocation, rack_demand_bytes
-from fabrics.physical import ACCELERATOR, EPS, OCS
+from fabrics.physical import ACCELERATOR, OCS
 from pipelines.network import fabric_from_dict
-from fabrics.routing import (
-    colour_bipartite, configure_ocs, hybrid_for_demand, rack_circuit_counts, rack_circuit_load, route,
-    xor_port_permutations,
-)
+from fabrics.scaleup.allocation import TrafficGroups, linear_allocation, rack_demand_bytes
+from fabrics.scaleup.ocs_configuration import configure_ocs, hybrid_for_demand, xor_port_permutations
+from fabrics.scaleup.paths import route
 
 R = 5e10
 CUBE64 = {1 << i: 1 for i in range(6)}
@@ -32,16 +26,6 @@ def check_path(f, p, src_acc, dst_acc):
         link = f.links[link_id]
         assert (link.src, link.dst) == (a, b)
     assert all(f.devices[d].kind != ACCELERATOR for d in p.devices[1:-1])
-
-
-@given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=60), st.integers(1, 4))
-@settings(max_examples=60, deadline=None)
-def test_bipartite_colouring_is_proper_with_max_degree_colours(edges, extra):
-    deg = max([sum(1 for a, _ in edges if a == x) for x in range(8)] + [sum(1 for _, b in edges if b == x) for x in range(8)] + [1])
-    col = colour_bipartite(edges, deg + extra - 1)
-    for i, j in itertools.combinations(range(len(edges)), 2):
-        if edges[i][0] == edges[j][0] or edges[i][1] == edges[j][1]:
-            assert col[i] != col[j]
 
 
 def test_single_eps_sprays_over_every_rail():
@@ -66,18 +50,6 @@ def test_all_eps_intra_and_inter_rack_paths():
         assert (p.eps_hops, p.level2_cables) == (3, 2)
     assert len({p.devices[2] for p in inter}) == 8  # every level-2 switch of every rail
     assert r.latency_s(0, 40) == pytest.approx(810e-9 + 2 * (300e-9 + 10e-9))
-
-
-def test_oversubscription_is_a_shared_capacity():
-    f = fab("all_eps", world=64, ports=4, up_ports=4)  # 16 down / 4 up = 4:1
-    r = route(f, linear_allocation(64))
-    sigma = 1024.0
-    cross = r.phase_cost([(x, (x + 16) % 64, sigma) for x in range(64)])  # everyone leaves its rack
-    local = r.phase_cost([(x, x ^ 1, sigma) for x in range(64)])
-    assert cross.bottleneck[0] in ("up", "down")
-    assert cross.serialization_s == pytest.approx(16 * sigma / (4 * 4 * R))
-    assert local.serialization_s == pytest.approx(sigma / (4 * R))
-    assert cross.serialization_s / local.serialization_s == pytest.approx(f.spec.oversubscription)
 
 
 @pytest.mark.parametrize("kind", ["single_ocs", "all_ocs"])
@@ -110,36 +82,6 @@ def test_all_ocs_inter_rack_circuits_cross_three_ocs():
     p = r.paths(0, 32)[0]
     assert p.ocs_passes == 3 and p.level2_cables == 2
     assert r.latency_s(0, 32) > r.latency_s(0, 1)
-
-
-def test_all_ocs_blocking_configuration_is_rejected():
-    f = fab("all_ocs", world=64, ports=2, up_ports=2)  # 16 down / 2 up cannot carry 16 circuits out
-    alloc = linear_allocation(64)
-    with pytest.raises(SpecError, match="up_ports"):
-        configure_ocs(f, alloc, xor_port_permutations(64, {32: 1}, 2))
-
-
-def test_generators_over_port_budget():
-    with pytest.raises(SpecError, match="ports"):
-        xor_port_permutations(64, {1: 5, 2: 5}, 8)
-
-
-def test_rack_circuits_respect_uplinks_and_follow_demand():
-    rng = np.random.default_rng(0)
-    demand = rng.random((6, 6)) * 100
-    demand[0, 1] = demand[1, 0] = 1e4
-    np.fill_diagonal(demand, 0)
-    counts = rack_circuit_counts(demand, 4)
-    assert (counts.sum(axis=1) <= 4).all() and (counts.sum(axis=0) <= 4).all()
-    assert counts[0, 1] == counts.max() and counts[0, 1] >= 2
-    assert np.isfinite(rack_circuit_load(demand, counts)).all()
-
-
-def test_uniform_demand_gives_a_connected_circulant():
-    demand = np.ones((8, 8)) - np.eye(8)
-    counts = rack_circuit_counts(demand, 2)
-    assert (counts.sum(axis=1) == 2).all()
-    assert np.isfinite(rack_circuit_load(demand, counts)).all()
 
 
 def test_hybrid_routes_over_circuits_and_relays():
@@ -180,7 +122,7 @@ def test_576_all_eps_and_all_ocs_paths():
 
 
 def test_circuits_follow_a_non_linear_allocation():
-    from fabrics.allocation import bit_allocation
+    from fabrics.scaleup.allocation import bit_allocation
 
     f = fab("all_ocs", world=64, ports=6)
     alloc = bit_allocation(64, 16, (2, 3, 4, 5))  # low bits spread over racks

@@ -1,0 +1,162 @@
+"""Level-2 circuits of the hybrid fabric, sized to the deployment's demand (paper 003, Appendix C.7).
+
+The hybrid fabric's level-2 OCS is configured once at deployment as rack-to-rack circuits sized to
+the rack-to-rack demand (``rack_circuit_counts``, a D'Hondt water-fill) and identical on every
+rail; ``rack_circuit_load`` gives the bytes per circuit when traffic follows the shortest
+rack-level circuit paths (as ``fabrics.scaleup.paths.RoutedFabric`` routes it), and
+``rack_circuits`` assigns the circuits to uplinks (one partial rack permutation per uplink index).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+from collectives.errors import SpecError
+from fabrics.scaleup.colouring import colour_bipartite
+
+
+def rack_circuit_counts(demand: np.ndarray, up_ports: int) -> np.ndarray:
+    """Integer circuits between racks, ≤ ``up_ports`` per rack in and out, balancing demand.
+
+    Water-filling (D'Hondt): repeatedly give one more circuit to the rack pair with the most bytes
+    per circuit after adding it, while both racks have a free uplink (light pairs may get none
+    and are relayed by level-1 EPS switches of other racks); then spread
+    the leftover uplinks over the pairs with the fewest circuits so that unplanned traffic still
+    finds a path. Ties go in circulant order (offset s − r mod racks, then r), so uniform demand
+    yields the circulant r → r+1, r+2, … which is connected. If the result is still not strongly
+    connected, a ring r → r+1 is reserved first and the filling repeated. Deterministic.
+    """
+    racks = demand.shape[0]
+    counts = _water_fill(demand, up_ports, reserve_ring=False)
+    if racks > 1 and not _strongly_connected(counts):
+        counts = _water_fill(demand, up_ports, reserve_ring=True)
+    return counts
+
+
+def _water_fill(demand: np.ndarray, up_ports: int, *, reserve_ring: bool) -> np.ndarray:
+    """One circuit at a time to the free pair with the highest priority (demand: bytes per circuit
+    after adding it, D'Hondt; fill: fewest circuits), ties in circulant order. A pair that loses its
+    free uplink never regains it, so each phase is a heap with lazy deletion (one live entry per
+    pair) instead of a scan of all pairs per circuit."""
+    racks = demand.shape[0]
+    counts = [[0] * racks for _ in range(racks)]
+    out_free = [up_ports] * racks
+    in_free = [up_ports] * racks
+    if reserve_ring and racks > 1:
+        for r in range(racks):
+            counts[r][(r + 1) % racks] += 1
+        out_free = [f - 1 for f in out_free]
+        in_free = [f - 1 for f in in_free]
+    d = demand.tolist()
+
+    def order(r: int, s: int) -> int:
+        return ((s - r) % racks) * racks + r  # circulant tie-break
+
+    for phase in ("demand", "fill"):
+        heap = []
+        for r in range(racks):
+            for s in range(racks):
+                if r != s and (phase == "fill" or d[r][s] > 0):
+                    heap.append(_fill_key(phase, d[r][s], counts[r][s], order(r, s), r, s))
+        heapq.heapify(heap)
+        while heap:
+            *_, r, s = heapq.heappop(heap)
+            if out_free[r] <= 0 or in_free[s] <= 0:
+                continue  # permanently full: drop
+            counts[r][s] += 1
+            out_free[r] -= 1
+            in_free[s] -= 1
+            heapq.heappush(heap, _fill_key(phase, d[r][s], counts[r][s], order(r, s), r, s))
+    return np.asarray(counts, dtype=np.int64)
+
+
+def _fill_key(phase: str, demand: float, count: int, order: int, r: int, s: int) -> tuple:
+    # demand phase: largest demand / (circuits + 1) first (Jefferson/D'Hondt); fill: fewest circuits
+    prio = demand / (count + 1) if phase == "demand" else -float(count)
+    return (-prio, order, r, s)
+
+
+def _strongly_connected(counts: np.ndarray) -> bool:
+    racks = counts.shape[0]
+    for adj in (counts > 0, (counts > 0).T):
+        seen, stack = {0}, [0]
+        while stack:
+            r = stack.pop()
+            for s in np.flatnonzero(adj[r]):
+                if int(s) not in seen:
+                    seen.add(int(s))
+                    stack.append(int(s))
+        if len(seen) < racks:
+            return False
+    return True
+
+
+def rack_circuit_load(demand: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Bytes per circuit on every rack pair when each demand is split evenly over its shortest
+    circuit routes (as ``RoutedFabric`` routes hybrid traffic); inf where demand has no route.
+    (Plain lists: the rack graph is small and numpy's per-call cost dominated.)"""
+    racks = demand.shape[0]
+    flow = [[0.0] * racks for _ in range(racks)]
+    c = counts.tolist()
+    dem = demand.tolist()
+    adj = [[s for s in range(racks) if c[r][s]] for r in range(racks)]
+    into = [[v for v in range(racks) if c[v][t]] for t in range(racks)]
+    for s in range(racks):
+        row = dem[s]
+        if not any(row):
+            continue
+        dist = [-1] * racks
+        sigma = [0.0] * racks
+        dist[s], sigma[s] = 0, 1.0
+        order, head = [s], 0
+        while head < len(order):
+            v = order[head]
+            head += 1
+            for w in adj[v]:
+                if dist[w] < 0:
+                    dist[w] = dist[v] + 1
+                    order.append(w)
+                if dist[w] == dist[v] + 1:
+                    sigma[w] += sigma[v] * c[v][w]
+        if any(row[t] > 0 and dist[t] < 0 for t in range(racks)):
+            return np.full((racks, racks), np.inf)
+        through = [float(x) for x in row]
+        for t in reversed(order[1:]):
+            for v in into[t]:
+                if dist[v] == dist[t] - 1:
+                    share = through[t] * sigma[v] * c[v][t] / sigma[t]
+                    flow[v][t] += share
+                    through[v] += share
+    flow_a = np.asarray(flow)
+    return np.divide(flow_a, counts, out=np.zeros_like(flow_a), where=counts > 0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RackCircuits:
+    """Hybrid level-2 configuration: ``targets[u][r]`` = rack reached from rack r's uplink u (-1: none)."""
+
+    targets: tuple[tuple[int, ...], ...]
+
+    def counts(self, racks: int) -> np.ndarray:
+        c = np.zeros((racks, racks), dtype=np.int64)
+        for row in self.targets:
+            for r, s in enumerate(row):
+                if s >= 0:
+                    c[r, s] += 1
+        return c
+
+
+def rack_circuits(counts: np.ndarray, up_ports: int) -> RackCircuits:
+    """Turn a rack-pair circuit-count matrix into one partial permutation per uplink index."""
+    edges = [(r, s) for r in range(counts.shape[0]) for s in range(counts.shape[1]) for _ in range(int(counts[r, s]))]
+    try:
+        colour = colour_bipartite(edges, up_ports)
+    except ValueError:
+        raise SpecError(f"rack circuits need more than up_ports={up_ports} uplinks per rack; lower the counts") from None
+    targets = [[-1] * counts.shape[0] for _ in range(up_ports)]
+    for (r, s), u in zip(edges, colour):
+        targets[u][r] = s
+    return RackCircuits(targets=tuple(map(tuple, targets)))
