@@ -1,7 +1,7 @@
 """Benchmark: wall time of one analytical decode-step evaluation of Megatron 5T.
 
 Megatron 5T, 512 x RX00, 5M context, Helix (4, 128, 16, 32), batch 1 and 16, analytical
-single-level EPS model (lambda = 0.81 us, 400 Gb/s, 36 ports; fabrics.analytical, or a fixed
+single-level EPS model (lambda = 0.81 us, 400 Gb/s, 36 ports; fabrics.network.analytical, or a fixed
 latency stand-in if that module is missing). Prints medians side by side:
 
   cold    : first evaluation in a fresh state -- model graph, passes, lambdify, plan, execute
@@ -36,7 +36,7 @@ def deployment(batch: int) -> Deployment:
 
 def network():
     try:
-        from fabrics.analytical import AnalyticalSingleLevel, SingleLevelParams
+        from fabrics.network.analytical import AnalyticalSingleLevel, SingleLevelParams
     except ImportError:  # pragma: no cover - before the analytical model existed
         return FixedLatencyNetwork(latency_s=5e-6, record=False), "fixed 5 us"
     return AnalyticalSingleLevel(SingleLevelParams(hop_latency_s=0.81e-6, link_rate_Bps=5e10, ports=36)), \

@@ -22,7 +22,7 @@ import argparse
 import statistics
 import time
 
-from fabrics.analytical import FabricAnalytical, clear_fabric_caches
+from fabrics.network.analytical import FabricAnalytical, clear_fabric_caches
 from pipelines.network import fabric_from_dict
 from fabrics.planner import clear_plan_cache, plan, request_from_demand
 from fabrics.power import system_power_W, tokens_per_s_per_MW

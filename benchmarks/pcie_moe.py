@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipelines.network import pcie_cluster  # noqa: E402
-from fabrics.pcie_network import PcieNetwork, PcieNetworkParams  # noqa: E402
+from fabrics.network.pcie import PcieNetwork, PcieNetworkParams  # noqa: E402
 from gxnet.precision import precision_from_dict  # noqa: E402
 from gxnet.ep_phase import EpDeployment, PhaseSpec, build_phase_plan, execute_phase  # noqa: E402
 from gxnet.expert_routing import RoutingProblem, RoutingSpec, expert_hosts, layer_routing  # noqa: E402

@@ -65,10 +65,10 @@ def _empty_caches() -> None:
     clear_plan_cache()
     clear_caches()
     try:  # absent before the fabric caches existed (baseline revisions)
-        from fabrics.analytical import clear_fabric_caches
+        from fabrics.network.analytical import clear_fabric_caches
 
         clear_fabric_caches()
-        from fabrics.phase_pricing import clear_phase_cache
+        from fabrics.scaleup.phase_pricing import clear_phase_cache
 
         clear_phase_cache()
     except ImportError:
@@ -136,7 +136,7 @@ def _split_demands():
 
 
 def measure_splits() -> dict:
-    from fabrics.deployment_network import planning_demand
+    from fabrics.scaleup.deployment import planning_demand
     from fabrics.planner import plan, plan_cache, request_from_demand
 
     demands = _split_demands()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fabrics.simlette.build import simulate_collective  # noqa: E402
+from fabrics.network.simlette.build import simulate_collective  # noqa: E402
 from pipelines.network import simlette_from_config  # noqa: E402
 
 KIB = 1024

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collectives.errors import SpecError
-from fabrics.physical import ACCELERATOR, EPS, PhysicalFabric
+from fabrics.scaleup.physical import ACCELERATOR, EPS, PhysicalFabric
 
 GBPS = 1e9 / 8  # bytes/s per Gb/s
 

@@ -5,7 +5,7 @@ meet in a scale-out network:
 
 * the **scale-up fabrics** of paper 003 (``single_eps``, ``single_ocs``, ``all_eps``, ``hybrid``,
   ``all_ocs``) are one node whose domain is the whole rail-optimised scale-up fabric
-  (``fabrics.physical.FabricSpec``: hundreds of accelerators, one or two switching levels) and
+  (``fabrics.scaleup.physical.FabricSpec``: hundreds of accelerators, one or two switching levels) and
   no scale-out network;
 * the **PCIe servers** of paper 000 are ``nodes`` copies of a PCIe tree
   (``fabrics.pcie.platform.PcieServer``: switches, CPU root complexes, GPUs, NICs) joined by a
@@ -25,7 +25,7 @@ from typing import Union
 
 from collectives.errors import SpecError
 from fabrics.pcie.platform import PcieServer
-from fabrics.physical import FABRIC_KINDS, FabricSpec
+from fabrics.scaleup.physical import FABRIC_KINDS, FabricSpec
 
 SCALEUP, PCIE = "scaleup", "pcie"
 FAMILIES = (SCALEUP, PCIE)
@@ -84,7 +84,7 @@ class ClusterSpec:
     nodes: int
     node: Union[FabricSpec, PcieServer]  # the intra-node domain
     scale_out: ScaleOutSpec | None = None
-    options: object = None  # ScaleUpOptions (scale-up) | fabrics.pcie_network.PcieNetworkParams (PCIe)
+    options: object = None  # ScaleUpOptions (scale-up) | fabrics.network.pcie.PcieNetworkParams (PCIe)
 
     def __post_init__(self) -> None:
         if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:

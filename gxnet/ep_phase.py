@@ -23,7 +23,7 @@ The phase is an ``ExecutionPlan`` like a decode step's -- one track (ranks diffe
 load, whose maximum is on the critical path), one section per layer since every layer routes
 its own demand -- and runs through the one executor (``gxnet.executor.execute``), which asks the
 network model for every collective; on ``fabric=pcie`` (``network=flow``) that is
-``fabrics.pcie_network.PcieNetwork``, which schedules each AlltoAllv with the configured
+``fabrics.network.pcie.PcieNetwork``, which schedules each AlltoAllv with the configured
 scheduler and reports its planning time, charged on the critical path.
 """
 

@@ -361,7 +361,7 @@ def fabric_task(cfg):
 def _price_one(network, collective: str, groups, world: int, size: int):
     """One collective of ``size`` bytes per rank through the network-model protocol, and every
     schedule's time where the model can price alternatives (analytical and flow on scale-up)."""
-    from fabrics.analytical import FabricAnalytical
+    from fabrics.network.analytical import FabricAnalytical
     from fabrics.network.protocol import CollectiveCall, DemandEntry
 
     demand = (DemandEntry(region="collective", axis="group", collective=collective, groups=len(groups),

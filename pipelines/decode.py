@@ -112,7 +112,7 @@ def power_line(res: dict) -> str:
 # The EP phase of pipelines.prefill (gxnet.prefill, phase=decode): one token per request through the
 # GXNET graph on each rank's token shard, expert dispatch/combine as AlltoAllv with per-layer routing
 # demand, scheduled by `scheduler=` and timed by the contention-aware flow-level evaluator
-# (fabrics.pcie_network); the scheduler's planning is charged on the critical path.
+# (fabrics.network.pcie); the scheduler's planning is charged on the critical path.
 
 def _opt(cfg, key: str):
     try:

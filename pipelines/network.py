@@ -106,13 +106,13 @@ def _canonical(d: Mapping[str, Any]) -> dict:
 
 
 def fabric_spec_from_dict(d: Mapping[str, Any], *, world: int, default_ports: int | None = None):
-    """``fabrics.physical.FabricSpec`` of a scale-up fabric from its config mapping.
+    """``fabrics.scaleup.physical.FabricSpec`` of a scale-up fabric from its config mapping.
 
     ``world`` is the number of ranks the deployment uses; the fabric may be larger (512 of 576).
     Rates and times are numbers (bytes/s, seconds) or strings with units (``400Gb/s``, ``10ns``).
     """
-    from fabrics.latency import LatencyBudget
-    from fabrics.physical import FABRIC_KINDS, FABRICS, FabricSpec
+    from fabrics.scaleup.latency import LatencyBudget
+    from fabrics.scaleup.physical import FABRIC_KINDS, FABRICS, FabricSpec
 
     d = _canonical(d)
     kind = d.get("name")
@@ -150,7 +150,7 @@ def fabric_spec_from_dict(d: Mapping[str, Any], *, world: int, default_ports: in
 
 
 def scaleup_options(d: Mapping[str, Any], kind: str):
-    from fabrics.physical import FABRIC_KINDS, OCS
+    from fabrics.scaleup.physical import FABRIC_KINDS, OCS
     from fabrics.spec import ScaleUpOptions
 
     d = _canonical(d)
@@ -163,7 +163,7 @@ def scaleup_options(d: Mapping[str, Any], kind: str):
 
 def fabric_from_dict(d: Mapping[str, Any], *, world: int):
     """The ``PhysicalFabric`` of a scale-up fabric config mapping."""
-    from fabrics.physical import build_fabric
+    from fabrics.scaleup.physical import build_fabric
 
     return build_fabric(fabric_spec_from_dict(d, world=world))
 
@@ -287,7 +287,7 @@ def scheduler_choice(cfg: Any, name: str | None = None) -> tuple[str, dict]:
 
 
 def pcie_options(cfg: Any, scheduler: str | None = None):
-    from fabrics.pcie_network import PcieNetworkParams
+    from fabrics.network.pcie import PcieNetworkParams
 
     fab = dict(plain(cfg["fabric"]))
     sched, sparams = scheduler_choice(cfg, scheduler)
@@ -365,8 +365,8 @@ def network_spec(cfg: Any):
 
 
 def simlette_spec(net: Mapping[str, Any]):
-    from fabrics.simlette.build import SimletteSpec
-    from fabrics.simlette.params import SimletteParams
+    from fabrics.network.simlette.build import SimletteSpec
+    from fabrics.network.simlette.params import SimletteParams
 
     buf = net.get("buffer_bytes", net.get("buffer", "unlimited"))
     buffer_bytes = None if buf in (None, "unlimited") else int(_number_or_unit(buf, parse_bytes, "network.buffer"))
@@ -425,7 +425,7 @@ def accelerator_power_W(cfg: Any, accelerator) -> float | None:
 def fabric_power(cfg: Any, accelerator, world: int) -> dict | None:
     """System power of the configured fabric (Table 12 column from ``fabric.link_rate``):
     ``system_power_W`` and ``power_breakdown_W``; None for fabrics without a power model."""
-    from fabrics.physical import FABRIC_KINDS, build_fabric
+    from fabrics.scaleup.physical import FABRIC_KINDS, build_fabric
     from fabrics.power import power_breakdown
 
     if fabric_name(cfg) not in FABRIC_KINDS:
@@ -444,6 +444,6 @@ def fabric_power(cfg: Any, accelerator, world: int) -> dict | None:
 
 def simlette_params(network: Mapping[str, Any], latency):
     """Simulator parameters of a ``network=simlette`` mapping with the endpoint split of ``latency``."""
-    from fabrics.simlette.build import endpoint_split
+    from fabrics.network.simlette.build import endpoint_split
 
     return endpoint_split(simlette_spec(network).params, latency)

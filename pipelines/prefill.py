@@ -3,7 +3,7 @@
 One run: the GXNET graph and passes on each rank's token shard (``gxnet.ep_phase``), expert
 dispatch/combine AlltoAllv with per-layer routing demand (``gxnet.expert_routing``), run by the one
 executor against the configured network model -- on a PCIe cluster (``fabric=pcie``,
-``network=flow``: ``fabrics.pcie_network``) with the configured ``scheduler``.
+``network=flow``: ``fabrics.network.pcie``) with the configured ``scheduler``.
 
 results.json keys: ``latency_s`` (end to end), ``breakdown_s`` (attention, ffn, communication,
 planning, fixed, other), ``alltoallv`` (``per_layer_dispatch_s``, ``per_layer_combine_s``,

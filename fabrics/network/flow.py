@@ -16,7 +16,7 @@ two-shot phases, OCS circuits) the two agree.
 Completion times scale with the bytes (every rate is set by capacities, not sizes), so a
 schedule on a fixed set of groups is still a line T(σ) = Σλ + σ·Σs (``ScheduleLine``), priced
 once per call structure like the analytical model's. PCIe clusters run the same max-min sharing
-over their PCIe / NIC / leaf-spine resources in ``fabrics.pcie_network.PcieNetwork``, which is
+over their PCIe / NIC / leaf-spine resources in ``fabrics.network.pcie.PcieNetwork``, which is
 what ``network=flow`` builds there.
 """
 
@@ -27,12 +27,12 @@ from typing import Sequence
 import numpy as np
 from scipy import sparse
 
-from fabrics.analytical import FabricAnalytical
-from fabrics.native import PhaseArrays
+from fabrics.network.analytical import FabricAnalytical
+from fabrics.scaleup.native import PhaseArrays
 from fabrics.network.maxmin import Flows, finish_times
 from fabrics.network.protocol import NetworkReport, schedules_by_row
-from fabrics.phase_pricing import PhasePricer, ScheduleLine
-from fabrics.physical import EPS, OCS
+from fabrics.scaleup.phase_pricing import PhasePricer, ScheduleLine
+from fabrics.scaleup.physical import EPS, OCS
 
 
 class FlowPhasePricer(PhasePricer):

@@ -83,8 +83,8 @@ def _scaleup_kwargs(cluster: ClusterSpec) -> dict:
 @register_network_model("analytical", families=(SCALEUP,),
                         summary="Hockney phases on the fabric's shared capacities (bottleneck bound)")
 def _analytical(cluster: ClusterSpec, spec: AnalyticalSpec, world: int, topology=None) -> NetworkModel:
-    from fabrics.analytical import AnalyticalSingleLevel, FabricAnalytical, SingleLevelParams
-    from fabrics.physical import build_fabric
+    from fabrics.network.analytical import AnalyticalSingleLevel, FabricAnalytical, SingleLevelParams
+    from fabrics.scaleup.physical import build_fabric
 
     if spec.model == "single_level":
         lam = cluster.options.hop_latency_s
@@ -100,11 +100,11 @@ def _analytical(cluster: ClusterSpec, spec: AnalyticalSpec, world: int, topology
 def _flow(cluster: ClusterSpec, spec: FlowSpec, world: int, topology=None) -> NetworkModel:
     if cluster.family == PCIE:
         from fabrics.pcie.platform import PcieCluster
-        from fabrics.pcie_network import PcieNetwork
+        from fabrics.network.pcie import PcieNetwork
 
         return PcieNetwork(PcieCluster(server=cluster.node, nodes=cluster.nodes), cluster.options)
     from fabrics.network.flow import FabricFlow
-    from fabrics.physical import build_fabric
+    from fabrics.scaleup.physical import build_fabric
 
     return FabricFlow(build_fabric(cluster.node), **_scaleup_kwargs(cluster))
 
@@ -112,7 +112,7 @@ def _flow(cluster: ClusterSpec, spec: FlowSpec, world: int, topology=None) -> Ne
 @register_network_model("simlette", families=(SCALEUP,),
                         summary="flit-level discrete-event simulation (links, buffers, credits)")
 def _simlette(cluster: ClusterSpec, spec, world: int, topology=None) -> NetworkModel:
-    from fabrics.simlette.build import build_simlette
+    from fabrics.network.simlette.build import build_simlette
 
     return build_simlette(cluster, spec, world=world, topology=topology)
 

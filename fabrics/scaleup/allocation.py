@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from collectives.errors import SpecError
-from fabrics.physical import PhysicalFabric
+from fabrics.scaleup.physical import PhysicalFabric
 from fabrics.scaleup.circuit_sizing import rack_circuit_counts, rack_circuit_load
 
 

@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from collectives.errors import SpecError
-from fabrics.physical import OCS, PhysicalFabric
+from fabrics.scaleup.physical import OCS, PhysicalFabric
 from fabrics.scaleup.allocation import Allocation
 from fabrics.scaleup.circuit_sizing import RackCircuits, rack_circuit_counts, rack_circuits
 from fabrics.scaleup.colouring import colour_bipartite

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from collectives.errors import SpecError
-from fabrics.physical import ACCELERATOR, EPS, OCS, PhysicalFabric
+from fabrics.scaleup.physical import ACCELERATOR, EPS, OCS, PhysicalFabric
 from fabrics.scaleup.allocation import Allocation
 from fabrics.scaleup.ocs_configuration import OcsConfiguration
 from fabrics.scaleup.phase_cost import PhaseCost, phase_cost as _phase_cost

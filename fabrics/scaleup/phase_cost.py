@@ -4,7 +4,7 @@ A phase costs the latency of its slowest path plus the bytes on its most loaded 
 over that capacity's bandwidth (rack uplinks at 4:1, hybrid rack circuits, OCS circuits,
 accelerator injection). The routed fabric says which capacities each transfer crosses
 (``RoutedFabric.crossings``, ``capacity_Bps``) and its hop counts (``RoutedFabric.hops``);
-``fabrics.phase_pricing`` is the vectorised twin of ``phase_cost``.
+``fabrics.scaleup.phase_pricing`` is the vectorised twin of ``phase_cost``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol
 
 from collectives.errors import SpecError
-from fabrics.physical import FabricSpec
+from fabrics.scaleup.physical import FabricSpec
 
 
 class SharedCapacities(Protocol):

@@ -1,6 +1,6 @@
 import pytest
 
-from fabrics.analytical import AnalyticalSingleLevel, SingleLevelParams, native_time_s
+from fabrics.network.analytical import AnalyticalSingleLevel, SingleLevelParams, native_time_s
 from fabrics.network.protocol import CollectiveCall, DemandEntry
 
 P = SingleLevelParams(hop_latency_s=0.81e-6, link_rate_Bps=5e10, ports=36)

@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from collectives.errors import SpecError
-from fabrics.analytical import AnalyticalSingleLevel, FabricAnalytical
-from fabrics.physical import build_fabric
+from fabrics.network.analytical import AnalyticalSingleLevel, FabricAnalytical
+from fabrics.scaleup.physical import build_fabric
 from pipelines.network import accelerator_power_W, build_network, cluster_spec, fabric_power
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "fabric"
@@ -43,7 +43,7 @@ def test_units_are_parsed_at_the_edge():
 
 
 def test_one_parser_for_every_model_and_family_keys_refused():
-    from fabrics.simlette import SimletteNetwork
+    from fabrics.network.simlette import SimletteNetwork
     from fabrics.network.flow import FabricFlow
 
     c = cfg("all_eps", up_ports=4)
@@ -65,7 +65,7 @@ def test_network_models_refuse_fabrics_they_do_not_declare():
     for name in ("analytical", "simlette"):
         with pytest.raises(SpecError, match=f"network={name} does not run on fabric=pcie.*choose network=flow"):
             build_network({**pcie, "network": {"name": name}}, Rx00(), 4)
-    from fabrics.pcie_network import PcieNetwork
+    from fabrics.network.pcie import PcieNetwork
 
     assert isinstance(build_network({**pcie, "network": {"name": "flow"}}, Rx00(), 4), PcieNetwork)
 

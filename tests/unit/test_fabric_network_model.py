@@ -1,11 +1,11 @@
-"""fabrics.analytical.FabricAnalytical and fabrics.deployment_network on small worlds (16-64)."""
+"""fabrics.network.analytical.FabricAnalytical and fabrics.scaleup.deployment on small worlds (16-64)."""
 
 import numpy as np
 import pytest
 
 from collectives.errors import SpecError
-from fabrics.analytical import FabricAnalytical
-from fabrics.deployment_network import prepare_fabric
+from fabrics.network.analytical import FabricAnalytical
+from fabrics.scaleup.deployment import prepare_fabric
 from fabrics.network.protocol import CollectiveCall, DemandEntry, NetworkModel
 from pipelines.network import fabric_from_dict
 from fabrics.planner import plan, request_from_demand
@@ -108,7 +108,7 @@ def test_eps_native_choice_follows_size():
 
 def test_single_eps_matches_single_level_hockney():
     """On one switched hop the fabric model reduces to the single-level Hockney model (Eq. 1)."""
-    from fabrics.analytical import SingleLevelParams, native_time_s
+    from fabrics.network.analytical import SingleLevelParams, native_time_s
 
     world, ports = 32, 8
     net = FabricAnalytical(fabric("single_eps", world, ports))
@@ -133,7 +133,7 @@ def test_concurrent_groups_share_the_oversubscribed_uplinks():
     net.prepare(demand, world)
     all_groups = net.schedule_lines(call(0, demand[0], groups))["one_shot"]
     pricer = net.deployment.pricer
-    from fabrics.native import native_phases
+    from fabrics.scaleup.native import native_phases
 
     alone = pricer.schedule_line(native_phases("allgather", "one_shot", 8), np.asarray(groups[:1]))
     assert all_groups.latency_s == pytest.approx(alone.latency_s)

@@ -1,4 +1,4 @@
-"""fabrics.native: native EPS schedules as arrays equal the library's executable schedules."""
+"""fabrics.scaleup.native: native EPS schedules as arrays equal the library's executable schedules."""
 
 from collections import Counter
 
@@ -6,7 +6,7 @@ import pytest
 
 from collectives.errors import SpecError
 from collectives.schedules import SCHEDULES
-from fabrics.native import NATIVE_SCHEDULES, library_phases, native_phases, native_schedules, native_topology
+from fabrics.scaleup.native import NATIVE_SCHEDULES, library_phases, native_phases, native_schedules, native_topology
 
 
 def per_phase(phases):

@@ -1,11 +1,11 @@
-"""fabrics.phase_pricing: the vectorised phase cost equals RoutedFabric.phase_cost on every fabric."""
+"""fabrics.scaleup.phase_pricing: the vectorised phase cost equals RoutedFabric.phase_cost on every fabric."""
 
 import numpy as np
 import pytest
 
 from collectives.topology import hypercube
-from fabrics.native import native_phases
-from fabrics.phase_pricing import PhasePricer
+from fabrics.scaleup.native import native_phases
+from fabrics.scaleup.phase_pricing import PhasePricer
 from pipelines.network import fabric_from_dict
 from fabrics.scaleup.allocation import TrafficGroups, balanced_hybrid_allocation, linear_allocation, rack_demand_bytes
 from fabrics.scaleup.ocs_configuration import configure_ocs, hybrid_for_demand, xor_port_permutations
@@ -87,7 +87,7 @@ def test_missing_circuit_is_a_spec_error():
 def test_group_aggregated_phase_equals_per_transfer_phase(kind, world):
     """Large EPS phases are priced from local byte matrices and group rack counts; the result must
     be the per-transfer ``phase_cost`` (uniform one-shot phases and non-uniform ones)."""
-    from fabrics.native import native_schedules
+    from fabrics.scaleup.native import native_schedules
 
     routed = routed_fabric(kind, world)
     pricer = PhasePricer(routed)

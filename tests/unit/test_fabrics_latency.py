@@ -3,7 +3,7 @@
 import pytest
 
 from collectives.errors import SpecError
-from fabrics.latency import LatencyBudget
+from fabrics.scaleup.latency import LatencyBudget
 
 
 @pytest.mark.parametrize("case", ["low", "nominal", "high"])

@@ -4,7 +4,7 @@ import networkx as nx
 import pytest
 
 from collectives.errors import SpecError
-from fabrics.physical import ACCELERATOR, EPS, OCS, FABRIC_KINDS, FabricSpec, build_fabric
+from fabrics.scaleup.physical import ACCELERATOR, EPS, OCS, FABRIC_KINDS, FabricSpec, build_fabric
 from pipelines.network import fabric_from_dict, fabric_spec_from_dict
 
 R = 5e10

@@ -1,4 +1,4 @@
-"""PCIe cluster as a NetworkModel (fabrics/pcie_network.py)."""
+"""PCIe cluster as a NetworkModel (fabrics/network/pcie.py)."""
 
 from pathlib import Path
 
@@ -11,7 +11,7 @@ from collectives.errors import SpecError
 from fabrics.network.protocol import CollectiveCall, DemandEntry
 from fabrics.pcie.evaluator import evaluate
 from pipelines.network import pcie_cluster
-from fabrics.pcie_network import PcieNetwork, PcieNetworkParams, native_schedule
+from fabrics.network.pcie import PcieNetwork, PcieNetworkParams, native_schedule
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "platform"
 

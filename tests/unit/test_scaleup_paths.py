@@ -3,7 +3,7 @@
 import pytest
 
 from collectives.errors import SpecError
-from fabrics.physical import ACCELERATOR, OCS
+from fabrics.scaleup.physical import ACCELERATOR, OCS
 from pipelines.network import fabric_from_dict
 from fabrics.scaleup.allocation import TrafficGroups, linear_allocation, rack_demand_bytes
 from fabrics.scaleup.ocs_configuration import configure_ocs, hybrid_for_demand, xor_port_permutations

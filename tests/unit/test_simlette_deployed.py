@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from fabrics.analytical import FabricAnalytical
+from fabrics.network.analytical import FabricAnalytical
 from fabrics.network.protocol import CollectiveCall, DemandEntry
-from fabrics.physical import FabricSpec, build_fabric
-from fabrics.simlette.build import simulate_collective
+from fabrics.scaleup.physical import FabricSpec, build_fabric
+from fabrics.network.simlette.build import simulate_collective
 from pipelines.network import simlette_from_config
-from fabrics.simlette.selection import build_named, complete_topology, native_eps_phases
+from fabrics.network.simlette.selection import build_named, complete_topology, native_eps_phases
 
 R = 5e10
 KIB = 1024

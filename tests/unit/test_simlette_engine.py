@@ -7,8 +7,8 @@ import pytest
 from collectives.topology import hypercube
 from pipelines.network import simlette_from_config
 from pipelines.network import simlette_params as params_from_network
-from fabrics.simlette.engine import Engine, Message
-from fabrics.latency import LatencyBudget
+from fabrics.network.simlette.engine import Engine, Message
+from fabrics.scaleup.latency import LatencyBudget
 
 R = 5e10
 

@@ -6,9 +6,9 @@ import pytest
 
 from collectives.errors import SpecError
 from fabrics.network.protocol import CollectiveCall, DemandEntry, NetworkModel
-from fabrics.simlette.build import simulate_collective
+from fabrics.network.simlette.build import simulate_collective
 from pipelines.network import simlette_from_config
-from fabrics.simlette.params import SimletteParams
+from fabrics.network.simlette.params import SimletteParams
 
 N = 16
 
@@ -157,7 +157,7 @@ def test_forced_schedule_is_used():
 
 
 def test_network_dict_buffer_forms():
-    from fabrics.latency import LatencyBudget
+    from fabrics.scaleup.latency import LatencyBudget
     from pipelines.network import simlette_params as params_from_network
 
     lat = LatencyBudget()
@@ -175,7 +175,7 @@ def test_network_dict_buffer_forms():
 def test_group_barrier_aligns_the_phase_starts_of_a_group():
     """phase_sync=group: no rank starts the all-gather before the slowest rank's reduce-scatter is
     in; phase_sync=rank lets early ranks go (never slower than the barrier)."""
-    from fabrics.simlette import runner
+    from fabrics.network.simlette import runner
 
     starts = {}
     orig = runner.CallRun._enter

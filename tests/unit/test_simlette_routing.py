@@ -1,4 +1,4 @@
-"""Simlette layers 1 and 4: simulator links and routes from ``fabrics.physical``."""
+"""Simlette layers 1 and 4: simulator links and routes from ``fabrics.scaleup.physical``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from collectives.errors import SpecError
 from collectives.topology import hypercube, with_folds
-from fabrics.simlette.build import simulate_collective
+from fabrics.network.simlette.build import simulate_collective
 from pipelines.network import simlette_from_config
 
 
@@ -77,9 +77,9 @@ def test_write_responses_use_the_reverse_links_without_delaying_posted_writes():
 
 
 def test_spray_pointer_survives_destinations_with_different_path_counts():
-    from fabrics.latency import LatencyBudget
+    from fabrics.scaleup.latency import LatencyBudget
     from pipelines.network import simlette_params as params_from_network
-    from fabrics.simlette.engine import Engine, Message
+    from fabrics.network.simlette.engine import Engine, Message
 
     net = simlette_from_config({"kind": "all_eps", "ports": 2, "link_rate_Bps": 5e10, "accelerators": 64,
                                 "down_ports": 32, "up_ports": 4}, {"mode": "flit"})

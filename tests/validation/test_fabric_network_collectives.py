@@ -10,7 +10,7 @@ Figure 3 and Figure 13 (paper-numbers.md): 512 accelerators, 36 ports at 400 Gb/
 
 import pytest
 
-from fabrics.analytical import FabricAnalytical
+from fabrics.network.analytical import FabricAnalytical
 from fabrics.network.protocol import CollectiveCall, DemandEntry
 from pipelines.network import fabric_from_dict
 

@@ -23,7 +23,7 @@ import sys
 
 import pytest
 
-from fabrics.analytical import FabricAnalytical
+from fabrics.network.analytical import FabricAnalytical
 from pipelines.network import fabric_from_dict
 from fabrics.power import system_power_W
 from gxnet.deployment import Deployment

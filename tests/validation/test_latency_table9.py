@@ -2,7 +2,7 @@
 
 import pytest
 
-from fabrics.latency import LatencyBudget
+from fabrics.scaleup.latency import LatencyBudget
 
 TABLE9 = {  # switch total, switch core, MMU+TLB, GPU MMU, link TLB, total (ns)
     "low": (200, 100, 350, 217, 133, 810),

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipelines.network import pcie_cluster
-from fabrics.pcie_network import PcieNetwork, PcieNetworkParams
+from fabrics.network.pcie import PcieNetwork, PcieNetworkParams
 from gxnet.precision import precision_from_dict
 from gxnet.ep_phase import EpDeployment, PhaseSpec, build_phase_plan, execute_phase
 from gxnet.expert_routing import RoutingProblem, RoutingSpec, expert_hosts, layer_routing

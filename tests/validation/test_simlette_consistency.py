@@ -14,10 +14,10 @@ from hypothesis import given, settings, strategies as st
 
 from collectives.schedules import SCHEDULES, schedules_for
 from collectives.topology import hypercube, with_folds
-from fabrics.analytical import SingleLevelParams, native_phase_bytes
-from fabrics.simlette.build import simulate_collective
+from fabrics.network.analytical import SingleLevelParams, native_phase_bytes
+from fabrics.network.simlette.build import simulate_collective
 from pipelines.network import simlette_from_config
-from fabrics.simlette.selection import price_s
+from fabrics.network.simlette.selection import price_s
 
 R = 5e10
 LAMBDA_OCS = 0.52e-6

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from collectives.topology import hypercube, with_folds
-from fabrics.simlette.build import simulate_collective
+from fabrics.network.simlette.build import simulate_collective
 from pipelines.network import simlette_from_config
 
 FOLD = with_folds(hypercube(6), [0b000011, 0b001100, 0b110000])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from collectives.topology import block_fold
-from fabrics.simlette.build import simulate_collective
+from fabrics.network.simlette.build import simulate_collective
 from pipelines.network import simlette_from_config
 
 KIB = 1024

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pytest
 
-from fabrics.analytical import FabricAnalytical
+from fabrics.network.analytical import FabricAnalytical
 from fabrics.network.protocol import CollectiveCall, DemandEntry
-from fabrics.physical import FabricSpec, build_fabric
-from fabrics.simlette.build import simulate_collective
+from fabrics.scaleup.physical import FabricSpec, build_fabric
+from fabrics.network.simlette.build import simulate_collective
 from pipelines.network import simlette_from_config
 
 R = 5e10

@@ -24,8 +24,8 @@ from typing import Sequence
 import numpy as np
 
 from collectives.errors import SpecError
-from fabrics.native import PhaseArrays
-from fabrics.physical import EPS, OCS
+from fabrics.scaleup.native import PhaseArrays
+from fabrics.scaleup.physical import EPS, OCS
 from fabrics.scaleup.paths import RoutedFabric
 
 

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field, replace
 
 from collectives.errors import SpecError
 from collectives.topology import CayleyTopology, hypercube, parse_mask
-from fabrics.latency import LatencyBudget
+from fabrics.scaleup.latency import LatencyBudget
 from fabrics.network.protocol import CollectiveCall, DemandEntry
-from fabrics.physical import FabricSpec, build_fabric
-from fabrics.simlette.model import SimletteNetwork
-from fabrics.simlette.params import SimletteParams
-from fabrics.simlette.routing import EpsFabric, OcsFabric
+from fabrics.scaleup.physical import FabricSpec, build_fabric
+from fabrics.network.simlette.model import SimletteNetwork
+from fabrics.network.simlette.params import SimletteParams
+from fabrics.network.simlette.routing import EpsFabric, OcsFabric
 from fabrics.spec import ClusterSpec
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,7 +57,7 @@ def build_simlette(cluster: ClusterSpec, spec: SimletteSpec, *, world: int,
     if kind in ("hybrid", "all_ocs") or (kind == "single_ocs" and not fixed_circuits):
         # deployed fabrics: placement and circuits come from the deployment demand in prepare(),
         # planned exactly as the fabric-aware analytical model plans them (one shared code path)
-        from fabrics.analytical import FabricAnalytical
+        from fabrics.network.analytical import FabricAnalytical
 
         o = cluster.options
         planner = FabricAnalytical(phys, schedule=schedule or "auto", planner_hop_latency_s=o.planner_hop_latency_s,

@@ -4,7 +4,7 @@ onto global ranks (paper 003, Section 3.1, Section 5.4, Appendix C.2).
 The analytical fabric model prices a schedule phase by phase; for that it needs, per phase, who
 sends how much to whom. ``collectives.schedules`` owns what a schedule *is*; this module turns a
 schedule into ``PhaseArrays`` (local source index, local destination index, fraction of σ), the
-form the vectorised phase pricing (``fabrics.phase_pricing``) consumes.
+form the vectorised phase pricing (``fabrics.scaleup.phase_pricing``) consumes.
 
 **Native schedules** (what TensorRT-LLM runs on packet-switched fabrics, Section 3.1): every rank
 reaches every other through the switches, so the logical topology is the complete graph K_n.
@@ -16,7 +16,7 @@ reaches every other through the switches, so the logical topology is the complet
 * all-gather: ``one_shot`` (σ/n per peer, 1 phase); reduce-scatter: ``one_shot``.
 
 TensorRT-LLM picks the all-reduce strategy from a table keyed by message size; we pick the one
-the model itself predicts to be fastest at that size (``fabrics.analytical.FabricAnalytical``),
+the model itself predicts to be fastest at that size (``fabrics.network.analytical.FabricAnalytical``),
 which is what such a table approximates. The complete-graph schedules have n(n−1) transfers per
 phase (261 632 at n = 512): building them as ``Transfer`` objects takes seconds, so their arrays
 are generated directly; ``tests/unit/test_fabric_network_native.py`` checks that they equal the

@@ -4,7 +4,7 @@ Latency split of one remote access (Table 9, nominal): the source pays SM->L2 70
 MMU/TLB 250 = 350 ns before its first port; every cable 10 ns; an EPS switch 300 ns (RX 70 +
 core 200 + TX 30), an OCS 10 ns pass-through; the destination pays RX 70 + L2->SM 70 = 140 ns.
 One EPS hop = 350 + 10 + 300 + 10 + 140 = 810 ns, one OCS hop = 350 + 10 + 10 + 10 + 140 = 520 ns
-(lambda = 0.52 us, Section 5.3). The numbers come from ``fabrics.latency.LatencyBudget``.
+(lambda = 0.52 us, Section 5.3). The numbers come from ``fabrics.scaleup.latency.LatencyBudget``.
 """
 
 from __future__ import annotations

@@ -28,14 +28,14 @@ import time
 from dataclasses import dataclass
 
 from collectives.errors import SpecError
-from fabrics.analytical import SingleLevelParams, native_time_s
+from fabrics.network.analytical import SingleLevelParams, native_time_s
 from fabrics.network.protocol import (CollectiveCall, Completion, DemandEntry, NetworkReport, check_in_demand,
                                       schedules_by_row)
-from fabrics.simlette.engine import Engine
-from fabrics.simlette.params import SimletteParams
-from fabrics.simlette.routing import OcsFabric, RoutedSimFabric, SimFabric
-from fabrics.simlette.runner import CallRun, Plan, plan_of, plan_of_arrays
-from fabrics.simlette.selection import (EPS_NATIVE, best_on_topology, build_named, complete_topology,
+from fabrics.network.simlette.engine import Engine
+from fabrics.network.simlette.params import SimletteParams
+from fabrics.network.simlette.routing import OcsFabric, RoutedSimFabric, SimFabric
+from fabrics.network.simlette.runner import CallRun, Plan, plan_of, plan_of_arrays
+from fabrics.network.simlette.selection import (EPS_NATIVE, best_on_topology, build_named, complete_topology,
                                         group_subtopology, native_eps_phases)
 
 
@@ -90,7 +90,7 @@ class SimletteNetwork:
       group's sub-topology of the circuits.
     * **deployed** (``hybrid``, ``all_ocs``, and ``single_ocs`` without a given topology): the
       fabric depends on the deployment. ``prepare(demand, world)`` lets the fabric-aware
-      analytical model (``fabrics.analytical.FabricAnalytical`` - ``planner``) place the workers
+      analytical model (``fabrics.network.analytical.FabricAnalytical`` - ``planner``) place the workers
       and configure the circuits exactly as ``network=analytical`` does (hybrid: balanced placement
       + rack circuits sized to the demand; OCS: the shared-host plan); Simlette then simulates on
       that ``RoutedFabric``. Every call runs the schedule that model chooses for it (hybrid:
@@ -160,8 +160,8 @@ class SimletteNetwork:
 
     def _resolve_deployed(self, region, axis, collective, groups, payload_bytes):
         """The schedule, plan and groups the fabric-aware analytical model uses for this call."""
-        from fabrics.analytical import _planned_phases
-        from fabrics.native import canonical_collective, native_phases
+        from fabrics.network.analytical import _planned_phases
+        from fabrics.scaleup.native import canonical_collective, native_phases
 
         call = CollectiveCall(call_id=0, region=region, axis=axis, collective=collective, groups=groups,
                               payload_bytes=payload_bytes)

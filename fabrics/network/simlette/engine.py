@@ -37,8 +37,8 @@ from math import inf
 
 import simpy
 
-from fabrics.simlette.params import SimletteParams
-from fabrics.simlette.routing import SimFabric
+from fabrics.network.simlette.params import SimletteParams
+from fabrics.network.simlette.routing import SimFabric
 
 REQUEST, RESPONSE = 0, 1
 _PRIO = 1  # simpy.events.NORMAL

@@ -1,9 +1,9 @@
 """Simlette layers 1 and 4 (paper 003, Appendix C.1): the physical topology as simulator links,
-and routing onto it - both taken from ``fabrics.physical`` and ``fabrics.scaleup``.
+and routing onto it - both taken from ``fabrics.scaleup.physical`` and ``fabrics.scaleup``.
 
 Simulator links are directed and carry their own serializer (the output port that drives
 them) and a receive buffer at their far end (the credits of Section 5.2). A simulator link is
-identified by the ``fabrics.physical`` link id of the port that drives it. Each link has:
+identified by the ``fabrics.scaleup.physical`` link id of the port that drives it. Each link has:
 
 * ``rate_Bps`` - serialization rate of the port;
 * ``after_s`` - deferred latency from the end of serialization on this link to the moment the
@@ -38,11 +38,11 @@ from __future__ import annotations
 
 from collectives.errors import SpecError
 from collectives.topology import CayleyTopology
-from fabrics.physical import ACCELERATOR, EPS, OCS, PhysicalFabric
+from fabrics.scaleup.physical import ACCELERATOR, EPS, OCS, PhysicalFabric
 from fabrics.scaleup.allocation import linear_allocation
 from fabrics.scaleup.ocs_configuration import configure_ocs, xor_port_permutations
 from fabrics.scaleup.paths import RoutedFabric, route
-from fabrics.simlette.params import SimletteParams
+from fabrics.network.simlette.params import SimletteParams
 
 
 class SimFabric:

@@ -10,8 +10,8 @@ hybrid / OCS deployments (placement, circuits, schedules) from the fabric-aware 
 ``prepare``, so both models time the same deployment.
 """
 
-from fabrics.simlette.build import SimletteSpec, build_simlette, simulate_collective
-from fabrics.simlette.model import SimletteNetwork
-from fabrics.simlette.params import SimletteParams
+from fabrics.network.simlette.build import SimletteSpec, build_simlette, simulate_collective
+from fabrics.network.simlette.model import SimletteNetwork
+from fabrics.network.simlette.params import SimletteParams
 
 __all__ = ["SimletteNetwork", "SimletteParams", "SimletteSpec", "build_simlette", "simulate_collective"]

@@ -5,7 +5,7 @@
 
 * **EPS** (``single_eps``, ``all_eps``): ranks on accelerators in order (racks hold consecutive
   ranks, the all-EPS baseline); nothing to configure — dynamic routing sprays over rails and
-  uplinks. Collectives run the native schedules (``fabrics.native``).
+  uplinks. Collectives run the native schedules (``fabrics.scaleup.native``).
 * **hybrid**: workers are placed to balance the level-2 demand (``balanced_hybrid_allocation``
   over ``traffic_from_demand``), then the level-2 OCS gets rack-to-rack circuits sized to that
   demand, identical on every rail (``hybrid_for_demand``, C.7). Collectives run the same native
@@ -29,10 +29,10 @@ from typing import Sequence
 import numpy as np
 
 from collectives.errors import SpecError
-from fabrics.native import canonical_collective
+from fabrics.scaleup.native import canonical_collective
 from fabrics.network.protocol import DemandEntry
-from fabrics.phase_pricing import PhasePricer
-from fabrics.physical import OCS, PhysicalFabric
+from fabrics.scaleup.phase_pricing import PhasePricer
+from fabrics.scaleup.physical import OCS, PhysicalFabric
 from fabrics.scaleup.allocation import balanced_hybrid_allocation, linear_allocation, rack_demand_bytes
 from fabrics.scaleup.ocs_configuration import configure_ocs, hybrid_for_demand
 from fabrics.scaleup.paths import RoutedFabric, route
@@ -114,7 +114,7 @@ def prepare_fabric(fabric: PhysicalFabric, demand: Sequence[DemandEntry], world:
 def demand_step_time_s(pricer: PhasePricer, demand, world: int) -> float:
     """Σ calls·T over the demand rows with the best native schedule each (row-major region meshes,
     as ``gxnet.parallel`` numbers ranks): the predicted communication time of one step."""
-    from fabrics.native import native_phases, native_schedules
+    from fabrics.scaleup.native import native_phases, native_schedules
     from fabrics.planner.demand import _region_meshes, mesh_axis_groups
 
     total = 0.0

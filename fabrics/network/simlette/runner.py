@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from math import ceil
 
 from collectives.schedule import Schedule
-from fabrics.simlette.engine import RESPONSE, Engine, Message
+from fabrics.network.simlette.engine import RESPONSE, Engine, Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +57,7 @@ def plan_of(schedule: Schedule, sigma_bytes: int) -> Plan:
 
 
 def plan_of_arrays(phases, n_ranks: int, sigma_bytes: int) -> Plan:
-    """The same plan from ``fabrics.native.PhaseArrays`` (the analytical fabric model's form of a
+    """The same plan from ``fabrics.scaleup.native.PhaseArrays`` (the analytical fabric model's form of a
     native or planned schedule); transfers keep their order. Fractions are floats there, so the
     byte count is rounded up with a tolerance of a millionth of a byte (exact fractions of sigma
     land on integers)."""

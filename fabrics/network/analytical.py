@@ -148,7 +148,7 @@ _PREPARED_KEEP = 4  # deployments whose prepared fabric (routing, circuits, pric
 def _planned_phases(n_bits: int, generators: tuple[int, ...], schedule: str, collective: str):
     from collectives.schedules import SCHEDULES
     from collectives.topology import CayleyTopology
-    from fabrics.native import library_phases
+    from fabrics.scaleup.native import library_phases
 
     topo = CayleyTopology(n_bits=n_bits, generators=generators)
     entry = SCHEDULES.get(schedule)
@@ -170,7 +170,7 @@ def planned_schedule_names(n_bits: int, generators: tuple[int, ...], collective:
 
 def clear_fabric_caches() -> None:
     """Empty the keyed caches of the fabric model (schedule arrays); always safe."""
-    from fabrics.native import native_phases
+    from fabrics.scaleup.native import native_phases
 
     _planned_phases.cache_clear()
     native_phases.cache_clear()
@@ -180,13 +180,13 @@ class FabricAnalytical:
     """NetworkModel on a physical fabric: every collective is a schedule priced phase by phase.
 
     A phase costs the latency of its slowest path plus its bottleneck bytes over the capacity they
-    share (``RoutedFabric.phase_cost``, vectorised in ``fabrics.phase_pricing``): accelerator
+    share (``RoutedFabric.phase_cost``, vectorised in ``fabrics.scaleup.phase_pricing``): accelerator
     injection over all L sprayed ports, a rack's level-2 capacity (4:1 on all-EPS and hybrid),
     hybrid rack circuits, OCS circuits with their multiplicity. All concurrent groups of a call are
     priced together, so groups that meet on the same rack uplinks slow each other down.
 
     * EPS fabrics (``single_eps``, ``all_eps``, ``hybrid``): native schedules
-      (``fabrics.native``), the one with the lowest predicted time at the call's size
+      (``fabrics.scaleup.native``), the one with the lowest predicted time at the call's size
       (``schedule="auto"``) or the forced one.
     * OCS fabrics (``single_ocs``, ``all_ocs``): ``prepare`` plans the circuits from the
       deployment demand (shared-host planner); each call runs the schedule the plan chose for its
@@ -215,7 +215,7 @@ class FabricAnalytical:
 
     # -- protocol ---------------------------------------------------------------------------
     def prepare(self, demand: tuple[DemandEntry, ...], world: int) -> None:
-        from fabrics.deployment_network import prepare_fabric
+        from fabrics.scaleup.deployment import prepare_fabric
 
         key = (tuple(demand), int(world))
         state = self._prepared.get(key)
@@ -273,7 +273,7 @@ class FabricAnalytical:
     def schedule_lines(self, call: CollectiveCall, *, every_schedule: bool = False) -> dict:
         """{schedule: ScheduleLine} the model chooses from for this call (auto: the native set on EPS,
         the plan's schedule on OCS; ``every_schedule``: every valid library schedule on OCS)."""
-        from fabrics.native import canonical_collective, native_phases, native_schedules
+        from fabrics.scaleup.native import canonical_collective, native_phases, native_schedules
 
         skey = (call.region, call.axis, call.collective, len(call.groups), len(call.groups[0]), every_schedule)
         hit = self._lines.get(skey)

@@ -1,7 +1,7 @@
 """Simlette layer 3: which schedule a collective call runs (paper 003, Section 3.4, C.1).
 
 * EPS: the native schedules of current frameworks on the complete graph the switch provides
-  (Section 3.1; the same choice as ``fabrics.analytical``): all-reduce one-shot or two-shot,
+  (Section 3.1; the same choice as ``fabrics.network.analytical``): all-reduce one-shot or two-shot,
   whichever Eq. 1 prices lower; all-to-all ``direct``; all-gather ``one_shot``; reduce-scatter
   ``one_shot``. A forced ``schedule=<name>`` must be valid on the complete graph.
 * OCS: every schedule of ``collectives.schedules`` that is valid on the group's logical topology
@@ -26,19 +26,19 @@ EPS_NATIVE = {"alltoall": "direct", "allgather": "one_shot", "reducescatter": "o
 
 
 def native_eps_phases(collective: str, name: str, n: int):
-    """The send order of the native EPS kernels, as ``fabrics.native.PhaseArrays`` (None: use the
+    """The send order of the native EPS kernels, as ``fabrics.scaleup.native.PhaseArrays`` (None: use the
     library schedule's order). Appendix C.4 describes two orders, and we follow both:
 
     * two-shot all-reduce (Figure 21): "in each phase, all accelerators send to the others in the
       same order, so they all target the same destination at the same time" - every rank walks
-      its peers 0, 1, ..., n-1 (``fabrics.native.native_phases``, TensorRT-LLM's peer loops);
+      its peers 0, 1, ..., n-1 (``fabrics.scaleup.native.native_phases``, TensorRT-LLM's peer loops);
     * one-shot all-reduce (Figure 20, "without link contention"), direct all-to-all and one-shot
       all-gather: rank s sends its i-th transfer to s XOR i, so each step is a permutation and no
       two sources target one destination at once (the order of the library's schedules on K_n).
     """
     import numpy as np
 
-    from fabrics.native import PhaseArrays, canonical_collective, native_phases
+    from fabrics.scaleup.native import PhaseArrays, canonical_collective, native_phases
 
     if n < 2 or n & (n - 1):
         return None
@@ -142,7 +142,7 @@ def eq10_time_s(schedule: Schedule, sigma_bytes: int, hop_latency_s: float, rate
 
 
 def eps_egress_time_s(schedule: Schedule, sigma_bytes: int, hop_latency_s: float, rate_Bps: float, ports: int) -> float:
-    """The analytical EPS time of a schedule (fabrics.analytical): per phase lambda + busiest egress / (L R)."""
+    """The analytical EPS time of a schedule (fabrics.network.analytical): per phase lambda + busiest egress / (L R)."""
     total = 0.0
     for phase in schedule.phases:
         egress: dict[int, Fraction] = {}

@@ -28,7 +28,7 @@ from typing import Mapping
 
 from collectives.errors import SpecError
 from collectives.registry import Registry
-from fabrics.latency import LatencyBudget
+from fabrics.scaleup.latency import LatencyBudget
 
 ACCELERATOR, EPS, OCS = "accelerator", "eps", "ocs"
 SWITCH_KINDS = (EPS, OCS)
