@@ -1,0 +1,55 @@
+"""The README and docs/ hold together: every relative link points at a file that exists, the
+README stays short, and no page points into a checkout a user does not have."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+README_MAX_LINES = 250
+# Pages other work adds; shrink this list once they exist.
+COMING = {"docs/architecture.md", "docs/models.md", "docs/input-checks.md", "docs/budgets-and-outputs.md",
+          "docs/tracking.md", "docs/sweeps.md"}
+LINK = re.compile(r"(?<!\!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def links(page: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)  # code is not prose
+    return [a or b for a, b in LINK.findall(text)]
+
+
+def relative(target: str) -> bool:
+    return not re.match(r"^[a-z][a-z0-9+.-]*:", target) and not target.startswith("#")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_resolves(page):
+    broken = []
+    for target in filter(relative, links(page)):
+        path = (page.parent / target.split("#", 1)[0]).resolve()
+        rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
+        if not path.exists() and rel not in COMING:
+            broken.append(target)
+    assert not broken, f"{page.relative_to(ROOT)}: broken links {broken}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_link_leaves_the_repository(page):
+    outside = [t for t in filter(relative, links(page))
+               if not (page.parent / t.split("#", 1)[0]).resolve().is_relative_to(ROOT)]
+    assert not outside, f"{page.relative_to(ROOT)} links outside the checkout: {outside}"
+
+
+def test_readme_is_short():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines; keep it <= {README_MAX_LINES}, move detail to docs/"
+
+
+def test_link_finder_sees_links_and_skips_code():
+    page = ROOT / "README.md"
+    found = links(page)
+    assert "docs/index.md" in found and all("```" not in t for t in found)
