@@ -3,6 +3,7 @@ README stays short, and no page points into a checkout a user does not have."""
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -53,3 +54,36 @@ def test_link_finder_sees_links_and_skips_code():
     page = ROOT / "README.md"
     found = links(page)
     assert "docs/index.md" in found and all("```" not in t for t in found)
+
+
+@functools.cache
+def anchors(page: Path) -> frozenset[str]:
+    """Heading anchors as GitHub renders them: lower case, punctuation dropped, spaces to hyphens,
+    a repeated heading numbered -1, -2, …"""
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    counts: dict[str, int] = {}
+    found = set()
+    for heading in re.findall(r"^#{1,6} (.*)$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        n = counts.get(slug, 0)
+        found.add(slug if n == 0 else f"{slug}-{n}")
+        counts[slug] = n + 1
+    return frozenset(found)
+
+
+def test_anchor_slugs_follow_github():
+    page = ROOT / "docs" / "validation.md"
+    assert "qwen3-30b-a3b-prefill-on-r5080-bf3-figure-11a" in anchors(page)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_anchor_names_a_heading(page):
+    broken = []
+    for target in links(page):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or "#" not in target:
+            continue
+        file, anchor = target.split("#", 1)
+        path = (page.parent / file).resolve() if file else page
+        if path.exists() and path.suffix == ".md" and anchor not in anchors(path):
+            broken.append(target)
+    assert not broken, f"{page.relative_to(ROOT)}: links to missing headings {broken}"
