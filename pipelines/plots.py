@@ -180,6 +180,14 @@ def _by_fabric(points: list[dict]) -> dict[str, list[dict]]:
     return {f: groups[f] for f in distinct(points, "fabric")}
 
 
+def _finish(ax, xlabel: str, ylabel: str, title: str) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+
+
 def _annotate(ax, labelled: list[tuple[float, float, str]], **scales):
     for i in labels_to_draw(labelled, **scales):
         x, y, text = labelled[i]
@@ -202,11 +210,8 @@ def pareto_png(points: list[dict]) -> bytes:
             labelled += [(x, y, batch_label(p.get("batch"))) for p, (x, y) in zip(pts, xy)]
         _annotate(ax, labelled, log_x=True)
         ax.set_xscale("log")
-        ax.set_xlabel("throughput (tokens/s)")
-        ax.set_ylabel("interactivity (tokens/s/user)")
-        ax.set_title(f"{subject(here)}: Pareto front per fabric", fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        _finish(ax, "throughput (tokens/s)", "interactivity (tokens/s/user)",
+                f"{subject(here)}: Pareto front per fabric")
     return png_bytes(fig)
 
 
@@ -223,11 +228,8 @@ def energy_png(points: list[dict]) -> bytes:
         labelled += [(x, y, point_label(p, with_context=many_contexts)) for p, (x, y) in zip(pts, xy)]
     _annotate(ax, labelled, log_y=True)
     ax.set_yscale("log")
-    ax.set_xlabel("interactivity (tokens/s/user)")
-    ax.set_ylabel("energy efficiency (tokens/s/MW)")
-    ax.set_title(f"energy efficiency vs interactivity: {subject(shown)}", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _finish(ax, "interactivity (tokens/s/user)", "energy efficiency (tokens/s/MW)",
+            f"energy efficiency vs interactivity: {subject(shown)}")
     return png_bytes(fig)
 
 
@@ -270,11 +272,7 @@ def scaling_png(points: list[dict]) -> bytes:
             best[w] = max(best.get(w, 0.0), p["interactivity_tok_s_user"])
         ax.plot(sorted(best), [best[w] for w in sorted(best)], marker="o", label=fabric, color=COLOURS.get(fabric))
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("accelerators")
-    ax.set_ylabel("best interactivity (tokens/s/user)")
-    ax.set_title(f"scaling with world size: {subject(points)}", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+    _finish(ax, "accelerators", "best interactivity (tokens/s/user)", f"scaling with world size: {subject(points)}")
     return png_bytes(fig)
 
 
