@@ -15,16 +15,11 @@ Writes ``report.md``, PNGs and ``results.json`` (``sweep``, ``pipeline``, ``rows
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from collectives.errors import SpecError
+from pipelines import plots
 from pipelines.app import gx_main
-from pipelines.plots import png_bytes, pyplot
+from pipelines.plots import FABRIC_ORDER
 from pipelines.specs import plain
-
-FABRIC_ORDER = ("all_eps", "hybrid", "all_ocs", "single_eps", "single_ocs", "pcie")
-COLOURS = {"all_eps": "tab:red", "hybrid": "tab:orange", "all_ocs": "tab:blue",
-           "single_eps": "tab:purple", "single_ocs": "tab:cyan", "pcie": "tab:green"}
 
 
 def load_rows(tracking: dict, sweep: str | None, pipeline: str | None) -> tuple[str, str, list[dict]]:
@@ -65,16 +60,6 @@ def _fabric(row) -> str:
     return row["params"].get("fabric.name", "?")
 
 
-def pareto(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Upper-right Pareto front of (throughput, interactivity) points, by throughput."""
-    front, best_y = [], float("-inf")
-    for x, y in sorted(points, key=lambda p: (-p[0], -p[1])):
-        if y > best_y:
-            front.append((x, y))
-            best_y = y
-    return sorted(front)
-
-
 def _metric(row, *names):
     for n in names:
         if n in row["metrics"]:
@@ -83,8 +68,6 @@ def _metric(row, *names):
 
 
 def render(kind: str, rows: list[dict]) -> tuple[list[dict], dict[str, bytes]]:
-    plt = pyplot()
-    ok = [r for r in rows if r["status"] == "FINISHED"]
     prefix = "best." if kind == "search" else ""
     table = []
     for r in rows:
@@ -100,83 +83,18 @@ def render(kind: str, rows: list[dict]) -> tuple[list[dict], dict[str, bytes]]:
             "error": r["error"],
         })
     figs: dict[str, bytes] = {}
-    by_fabric: dict[str, list[dict]] = defaultdict(list)
-    for t in table:
-        if t["status"] == "FINISHED" and t["interactivity_tok_s_user"] is not None:
-            by_fabric[t["fabric"]].append(t)
-    fabrics = sorted(by_fabric, key=lambda f: (FABRIC_ORDER.index(f) if f in FABRIC_ORDER else 99, f))
-
-    # Figure 4 style: interactivity vs throughput, Pareto front per fabric (one panel per context)
-    contexts = sorted({str(t["context"]) for f in fabrics for t in by_fabric[f]})
-    fig, axes = plt.subplots(1, len(contexts), figsize=(6.2 * len(contexts), 4.8), squeeze=False)
-    for ax, ctx in zip(axes[0], contexts):
-        for f in fabrics:
-            pts = [(t["throughput_tok_s"], t["interactivity_tok_s_user"]) for t in by_fabric[f] if str(t["context"]) == ctx]
-            if not pts:
-                continue
-            ax.scatter(*zip(*pts), s=16, alpha=0.5, color=COLOURS.get(f))
-            ax.plot(*zip(*pareto(pts)), marker="o", label=f, color=COLOURS.get(f))
-        ax.set_xscale("log")
-        ax.set_xlabel("throughput (tokens/s)")
-        ax.set_ylabel("interactivity (tokens/s/user)")
-        ax.set_title(f"context {ctx}: Pareto front per fabric")
-        ax.grid(alpha=0.3)
-        ax.legend()
-    figs["pareto.png"] = png_bytes(fig)
-
-    # Figure 7 style: energy efficiency vs interactivity
-    if any(t["tokens_per_s_per_MW"] for f in fabrics for t in by_fabric[f]):
-        fig, ax = plt.subplots(figsize=(7, 4.8))
-        for f in fabrics:
-            pts = [(t["interactivity_tok_s_user"], t["tokens_per_s_per_MW"]) for t in by_fabric[f] if t["tokens_per_s_per_MW"]]
-            if pts:
-                ax.scatter(*zip(*pts), label=f, color=COLOURS.get(f))
-        ax.set_yscale("log")
-        ax.set_xlabel("interactivity (tokens/s/user)")
-        ax.set_ylabel("energy efficiency (tokens/s/MW)")
-        ax.set_title("energy efficiency vs interactivity")
-        ax.grid(alpha=0.3)
-        ax.legend()
-        figs["energy.png"] = png_bytes(fig)
-
-    # Figure 5 style: decode-step breakdown per point
-    parts = ("attention", "ffn", "communication", "fixed", "other")
-    bars = []
-    for r in ok:
-        vals = [_metric(r, f"{prefix}breakdown_s.{p}") or 0.0 for p in parts]
-        if any(vals):
-            label = f"{_fabric(r)} B={r['params'].get('batch')} {r['params'].get('context', '')}"
-            bars.append((label, vals))
-    if bars:
-        bars.sort(key=lambda b: b[0])
-        fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(bars) + 2), 4.8))
-        bottom = [0.0] * len(bars)
-        for i, p in enumerate(parts):
-            vals = [b[1][i] * 1e3 for b in bars]
-            ax.bar(range(len(bars)), vals, bottom=bottom, label=p)
-            bottom = [x + y for x, y in zip(bottom, vals)]
-        ax.set_xticks(range(len(bars)), [b[0] for b in bars], rotation=70, ha="right", fontsize=7)
-        ax.set_ylabel("decode step (ms)")
-        ax.set_title("decode-step breakdown")
-        ax.legend(fontsize=8)
-        figs["breakdown.png"] = png_bytes(fig)
-
-    # Figure 6 style: scaling with world size
-    worlds = {t["world"] for f in fabrics for t in by_fabric[f]}
-    if len(worlds) > 1:
-        fig, ax = plt.subplots(figsize=(7, 4.8))
-        for f in fabrics:
-            best: dict[int, float] = {}
-            for t in by_fabric[f]:
-                w = int(t["world"])
-                best[w] = max(best.get(w, 0.0), t["interactivity_tok_s_user"])
-            ax.plot(sorted(best), [best[w] for w in sorted(best)], marker="o", label=f, color=COLOURS.get(f))
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("accelerators")
-        ax.set_ylabel("best interactivity (tokens/s/user)")
-        ax.legend()
-        ax.grid(alpha=0.3)
-        figs["scaling.png"] = png_bytes(fig)
+    points = [t for t in table if t["status"] == "FINISHED" and t["interactivity_tok_s_user"] is not None]
+    if points:
+        figs["pareto.png"] = plots.pareto_png(points)
+    if any(p["tokens_per_s_per_MW"] for p in points):
+        figs["energy.png"] = plots.energy_png(points)
+    bars = [{**t, "breakdown_s": [_metric(r, f"{prefix}breakdown_s.{part}") or 0.0 for part in plots.BREAKDOWN_PARTS]}
+            for r, t in zip(rows, table) if r["status"] == "FINISHED"]
+    if any(any(b["breakdown_s"]) for b in bars):
+        figs["breakdown.png"] = plots.breakdown_png(
+            bars, what="breakdown of each cell's best split" if kind == "search" else "decode-step breakdown")
+    if len({t["world"] for t in points}) > 1:
+        figs["scaling.png"] = plots.scaling_png(points)
     return table, figs
 
 

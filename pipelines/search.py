@@ -20,6 +20,7 @@ from collectives.errors import SpecError
 from pipelines.app import gx_main
 from pipelines.decode import evaluate, results_of
 from pipelines.network import build_network, network_name
+from pipelines.plots import splits_png
 from pipelines.specs import deployment_spec, model_spec, plain, positive_int
 
 
@@ -106,8 +107,8 @@ def task(cfg):
     print(f"{results['model']} batch {cfg['batch']} context {cfg['context']} on {fabric}: "
           f"{len(feasible)}/{len(rows)} feasible splits; best {best['parallel']} -> "
           f"{best['interactivity_tok_s_user']:.1f} tok/s/user ({results['search_wall_s']:.2f} s)")
-    return results, {"splits.png": plot_splits(rows, title=f"{results['model']} B={cfg['batch']} "
-                                                         f"ctx={cfg['context']} {fabric}")}
+    return results, {"splits.png": splits_png(rows, model=results["model"], batch=cfg["batch"],
+                                              context=cfg["context"], fabric=fabric)}
 
 
 def cell_power_W(cfg) -> float | None:
@@ -116,28 +117,6 @@ def cell_power_W(cfg) -> float | None:
 
     power = fabric_power(cfg, accelerator_spec(cfg), positive_int(cfg["world"], "world"))
     return None if power is None else power["system_power_W"]
-
-
-def plot_splits(rows: list[dict], title: str) -> bytes:
-    from pipelines.plots import png_bytes, pyplot
-
-    plt = pyplot()
-
-    feasible = [r for r in rows if r["feasible"]]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    xs = [r["throughput_tok_s"] for r in feasible]
-    ys = [r["interactivity_tok_s_user"] for r in feasible]
-    ax.scatter(xs, ys, s=14)
-    if feasible:
-        b = max(feasible, key=lambda r: r["interactivity_tok_s_user"])
-        p = b["parallel"]
-        ax.annotate(f"best ({p['kvp']},{p['tpa']},{p['ep']},{p['tpe']})",
-                    (b["throughput_tok_s"], b["interactivity_tok_s_user"]))
-    ax.set_xlabel("throughput (tokens/s)")
-    ax.set_ylabel("interactivity (tokens/s/user)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    return png_bytes(fig, dpi=110)
 
 
 main = gx_main("search")(task)
