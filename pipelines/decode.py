@@ -142,6 +142,7 @@ def pcie_view(cfg) -> dict:
         "model": plain(cfg["model"]), "accelerator": plain(cfg["accelerator"]), "fabric": fab,
         "precision": plain(_opt(cfg, "precision")), "platform": plain(_opt(cfg, "platform")),
         "scheduler": plain(_opt(cfg, "scheduler")), "routing": plain(_opt(cfg, "routing")) or {},
+        "network": plain(_opt(cfg, "network")) or {"name": "auto"},
         "phase": "decode", "requests": positive_int(cfg["batch"], "batch"),
         "context": positive_int(cfg["context"], "context"),
         "ep": positive_int(ep, "ep"),
