@@ -1,12 +1,19 @@
-"""collectives/alltoallv/catalog.py: Algorithm 1 (instances, PRUNE_PATHS, DFS, buckets, cache)."""
+"""collectives/alltoallv/catalog.py: Algorithm 1 (instances, PRUNE_PATHS, DFS, buckets, cache), stage by stage."""
 
+import hashlib
+import itertools
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-from collectives.alltoallv.catalog import Catalog, build_catalog, group_instances
+from collectives.alltoallv.catalog import (PHASE_DFS, PHASE_LAYERS, Catalog, FamilyStore, Instance, block_orders,
+                                           build_catalog, cap_shapes, cover_every_instance, cycle_family, dfs_order,
+                                           enumerate_families, group_instances, layer_permutation, prune_families,
+                                           search_families, search_space, seed_layer_families)
 from collectives.alltoallv.channels import ChannelTopology, PathOption
 from fabrics.pcie.paths import channel_topology
 from fabrics.pcie.platform import build_cluster
@@ -52,16 +59,19 @@ def test_prune_paths_removes_dominated_instances():
     assert {r.kind for r in intra} == {"PIX"} and pruned > 0
 
 
-def test_exhaustive_enumeration_on_a_tiny_topology_matches_brute_force():
-    # two groups of two; cross links: one exclusive resource per direction plus a free path
+def tiny():
+    # two groups of two; one exclusive resource per cross direction, a free path inside a group
     def opts(i, j):
         if i // 2 == j // 2:
             return (PathOption(src=i, dst=j, kind="PIX", resources=("x",), shared=(), rate_Bps=2.0),)
         fwd = "L01" if i < j else "L10"
         return (PathOption(src=i, dst=j, kind="PXB", resources=(fwd,), shared=(fwd,), rate_Bps=1.0),)
-    paths = {(i, j): opts(i, j) for i in range(4) for j in range(4) if i != j}
-    t = ChannelTopology(name="tiny", n_ranks=4, groups=((0, 1), (2, 3)), paths=paths)
-    cat = build_catalog(t)
+    return ChannelTopology(name="tiny", n_ranks=4, groups=((0, 1), (2, 3)),
+                           paths={(i, j): opts(i, j) for i in range(4) for j in range(4) if i != j})
+
+
+def test_exhaustive_enumeration_on_a_tiny_topology_matches_brute_force():
+    cat = build_catalog(tiny())
     # admissible shapes [[2-k, k], [k, 2-k]]; one exclusive link per direction allows k <= 1
     assert sorted(int(s[0, 1]) for s in cat.shapes) == [0, 1]
 
@@ -145,26 +155,6 @@ def test_layer_templates_give_multi_node_catalogs_node_shift_layers():
 
 # -- the stages, one at a time ---------------------------------------------------------------
 
-import hashlib
-import itertools
-import json
-from dataclasses import replace
-
-from collectives.alltoallv.catalog import (PHASE_DFS, PHASE_LAYERS, FamilyStore, Instance, block_orders, cap_shapes,
-                                           cover_every_instance, cycle_family, dfs_order, enumerate_families,
-                                           layer_permutation, prune_families, search_families, search_space,
-                                           seed_layer_families)
-
-
-def tiny():
-    # two groups of two; one exclusive resource per cross direction, a free path inside a group
-    def opts(i, j):
-        if i // 2 == j // 2:
-            return (PathOption(src=i, dst=j, kind="PIX", resources=("x",), shared=(), rate_Bps=2.0),)
-        fwd = "L01" if i < j else "L10"
-        return (PathOption(src=i, dst=j, kind="PXB", resources=(fwd,), shared=(fwd,), rate_Bps=1.0),)
-    return ChannelTopology(name="tiny", n_ranks=4, groups=((0, 1), (2, 3)),
-                           paths={(i, j): opts(i, j) for i in range(4) for j in range(4) if i != j})
 
 
 def is_valid_family(space, fam):
