@@ -13,6 +13,14 @@
 4. PRUNE_FAMILIES removes duplicates and families dominated within their shape (same footprints
    pairwise, no lower rates, one strictly higher).
 
+Stages (each a function, tested on its own): ``search_space`` (the instance: R_ad after
+PRUNE_PATHS, footprints as bit masks, replica and NIC-port symmetry labels); ``enumerate_families``
+(the DFS over one ``dfs_order``; complete families go to a ``FamilyStore``); when the DFS budget
+cuts the search (ours), ``block_orders`` (the rest of the budget on other instance orders),
+``seed_layer_families`` (families built as layers of group permutations) and
+``cover_every_instance`` (every instance in some family); ``search_families`` runs these in turn.
+Then ``cap_shapes`` (at most ``max_shapes``) and ``prune_families`` (PRUNE_FAMILIES).
+
 The catalog depends only on the topology and is cached on disk under its topology hash.
 """
 
