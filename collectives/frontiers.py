@@ -19,8 +19,8 @@ from itertools import combinations
 
 import numpy as np
 
+from collectives.caches import register_cache
 from collectives.errors import SpecError
-from collectives.topology import register_cache
 
 EXHAUSTIVE_LIMIT = 30_000
 _FRONTIER: dict[tuple, dict] = register_cache({})

@@ -19,7 +19,7 @@ from __future__ import annotations
 from fractions import Fraction
 from itertools import product
 
-from collectives.topology import register_cache, topology_key
+from collectives.caches import register_cache, topology_key
 
 Tiling = tuple[tuple[int, ...], ...]
 

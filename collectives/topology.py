@@ -11,7 +11,7 @@ at rank 0 carry over to every rank:
 Both expose the same small interface (``kind``, ``n_ranks``, ``generators``, ``add``, ``sub``)
 so that one-shot, DVO, direct and ring schedules are written once. Derived invariants
 (distances, diameter, coset layers) are computed on demand and kept in an explicit cache keyed
-by the topology (``clear_caches()`` empties it).
+by the topology (``collectives.caches``; ``clear_caches()`` empties them).
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from typing import Union
 
 import numpy as np
 
+from collectives.caches import clear_caches, register_cache, topology_key  # noqa: F401 (re-exported)
 from collectives.errors import SpecError
+from collectives.layers import best_tiling
 
 MAX_BITS = 16  # 65 536 ranks: beyond any scale-up domain the paper considers
 
@@ -34,20 +36,6 @@ def _bits(mask: int, n_bits: int) -> str:
 def format_mask(mask: int, n_bits: int) -> str:
     """A mask as the paper writes it: n_bits binary digits, most significant bit first."""
     return _bits(mask, n_bits)
-
-
-def diameter_frontier(axis_size: int, seed: int = 0):
-    """Figure 11 diameter frontier ({degree: (diameter, folds)}); see collectives.frontiers."""
-    from collectives.frontiers import diameter_frontier as f
-
-    return f(axis_size, seed)
-
-
-def schedulable_frontier(axis_size: int, degree: int):
-    """Figure 11 schedulable frontier (fewest coset layers at a degree); see collectives.frontiers."""
-    from collectives.frontiers import schedulable_frontier as f
-
-    return f(axis_size, degree)
 
 
 def gf2_rank(vectors) -> int:
@@ -156,8 +144,6 @@ class CayleyTopology:
     def coset_layers(self) -> tuple[tuple[int, ...], ...]:
         """A shortest tiling of the group by generator layers (Appendix A.3): sets S_j with
         (Z2)^n = T_1 (+) ... (+) T_l, T_j = {0} u S_j. Empty tuple on circulants."""
-        from collectives.layers import best_tiling
-
         return best_tiling(self, "min_ports")
 
     def axis_cosets(self, bit_block) -> tuple[tuple[int, ...], ...]:
@@ -371,25 +357,7 @@ class Invariants:
     diameter: int
 
 
-_INVARIANTS: dict[tuple, Invariants] = {}
-_CACHES: list[dict] = [_INVARIANTS]
-
-
-def topology_key(topo: Topology) -> tuple:
-    """Hashable identity of the graph (multiplicity and name do not change distances or layers)."""
-    if topo.kind == "xor":
-        return ("xor", topo.n_bits, tuple(sorted(topo.generators)))
-    return ("cyclic", topo.n, topo.generators)
-
-
-def register_cache(cache: dict) -> dict:
-    _CACHES.append(cache)
-    return cache
-
-
-def clear_caches() -> None:
-    for c in _CACHES:
-        c.clear()
+_INVARIANTS: dict[tuple, Invariants] = register_cache({})
 
 
 def invariants(topo: Topology) -> Invariants:

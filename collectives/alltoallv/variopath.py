@@ -29,6 +29,8 @@ import numpy as np
 from collectives.alltoallv.activations import Activation, AlltoallvSchedule, Lane
 from collectives.alltoallv.assignment import perm_selector, batched_assignment
 from collectives.alltoallv.catalog import Catalog
+from collectives.alltoallv.kernel import MODULE as KERNEL_MODULE
+from collectives.alltoallv.kernel import BoundKernel, Kernel, load_kernel
 from collectives.alltoallv.channels import ChannelTopology
 from collectives.errors import SpecError
 
@@ -50,7 +52,7 @@ class VarioPathParams:
     weighted_utility: bool = True  # ours (False = paper): Eq. 10 counts pressure-weighted bytes
     shape_beam: int = 2  # shapes bound per activation: 1 = the paper's M* only; >1 also the next-best (one batch)
     shape_score: str = "paper"  # "paper": Eq. 6; "capped" (ours): Σ_ad min(τ x lane rates, D̂_ad)
-    kernel: str = "auto"  # "auto": the compiled loop when a C compiler is there, else numpy; "numpy" | "c"
+    kernel: str = "auto"  # "auto": the compiled loop when it was built at install, else numpy; "numpy" | "c"
     coarse_rounds_per_rank: float = 1.5  # ours: >0 lets an activation last up to the remaining lower bound / (c N) (0 = paper: τ fixed)
     reuse: int = 2  # ours: activations taken from one AA run's bound channels (1 = the paper: re-bind every activation)
     reuse_floor: float = 0.97  # ours: a reused channel must keep this fraction of the AA pick's utility
@@ -154,7 +156,8 @@ class VarioPathPlanner:
         self._by_key = {k: {p.key: p for p in v} for k, v in topology.paths.items()}
         self._diag = np.arange(N) * (N + 1)
         self.cand_src = self.groups[np.arange(N) // g]  # lane k of every family leaves group k // g
-        self._kernel = None  # (C function, flat catalog arrays), built on the first plan
+        self._kernel = None  # (Kernel, flat catalog arrays), built on the first plan
+        self._bound: dict[bytes, BoundKernel] = {}  # explicit keyed cache: ip bytes -> checked binding
         self._paths: dict = {}  # explicit keyed cache: (src, dst, instance) -> PathOption (emission)
         self.max_rate_Bps = topology.max_rate_Bps()
         self._pool = None
@@ -414,13 +417,19 @@ class VarioPathPlanner:
                 raise SpecError(f"kernel=c needs assignment=auto|enumerate and groups of <= 5 GPUs (g={self.g}); use kernel=auto")
             return None
         if self._kernel is None:
-            from collectives.alltoallv.kernel import load_kernel
-
-            fn = load_kernel()
-            if fn is None and mode == "c":
-                raise SpecError("kernel=c but no C compiler is available to build variopath_kernel.c; use kernel=auto or numpy")
-            self._kernel = (fn, self._kernel_arrays()) if fn is not None else (None, None)
+            kernel = load_kernel()
+            if kernel is None and mode == "c":
+                raise SpecError(f"kernel=c but the compiled loop ({KERNEL_MODULE}) is not built; reinstall gxnet "
+                                "where a C compiler and Python headers exist (pip install -e .) or use kernel=auto|numpy")
+            self._kernel = (kernel, self._kernel_arrays()) if kernel is not None else (None, None)
         return self._kernel[0]
+
+    def _bound_kernel(self, kernel: Kernel, ip: np.ndarray) -> BoundKernel:
+        """The loop bound to this planner's catalog arrays (checked once per parameter set)."""
+        key = ip.tobytes()
+        if key not in self._bound:
+            self._bound[key] = kernel.bind(ip, self._kernel[1])
+        return self._bound[key]
 
     def _kernel_arrays(self) -> dict:
         """Flat, contiguous copies of the catalog for the C loop (built once per planner)."""
@@ -494,7 +503,8 @@ class VarioPathPlanner:
             out.update(dense_val=dv, dense_rate=dr, dense=1)
         return out
 
-    def _decompose_kernel(self, fn, rem: np.ndarray, tau0: float, raw: list, guard: int) -> None:
+    def _kernel_params(self, tau0: float) -> tuple[np.ndarray, np.ndarray]:
+        """The loop's integer and float parameters (kernel.INT_PARAMS, kernel.FLOAT_PARAMS)."""
         p, N, arr = self.params, self.N, self._kernel[1]
         cap = self.KERNEL_BLOCK  # activations per call; a full buffer returns and the loop resumes (fresh pool)
         ip = np.array([N, self.G, self.g, len(self.bucket_arrays), len(arr["perms"]), p.n_start, p.aa_sweeps,
@@ -503,33 +513,26 @@ class VarioPathPlanner:
                        len(arr["rates_u"]), arr["synth"], len(arr["fam_all"]), arr["n_res"]], dtype=np.int64)
         dp = np.array([tau0, p.coarse_rounds_per_rank * N, self.max_rate_Bps, p.rank_pressure, p.pair_pressure,
                        p.overhead_s, p.reuse_floor], dtype=np.float64)
-        out_x = np.empty((cap, N))
-        out_src = np.empty((cap, N), dtype=np.int64)
-        out_dst = np.empty((cap, N), dtype=np.int64)
-        out_fam = np.empty(cap, dtype=np.int64)
-        status = np.zeros(1, dtype=np.int64)
-        ptr = lambda a: a.ctypes.data  # noqa: E731
-        syn_inst = np.zeros(N, dtype=np.int64)
-        out_inst = np.empty((cap, N), dtype=np.int64)
-        static = [ptr(arr[k]) for k in ("groups", "gof", "col_ptr", "col_shape", "col_val", "col_rate", "dense_val", "dense_rate",
-                                         "fam_off", "fam_rid", "rates_u", "fam_rate", "fam_in",
-                                         "start_src", "start_dst", "perms", "cap_out", "cap_in",
-                                         "pi_ptr", "pi", "ir_ptr", "ir", "intra_rep", "inst_rate", "inst_rid",
-                                         "fam_rate", "fam_in", "fam_rid")] + [ptr(syn_inst), ptr(out_inst)]
-        fam_all = arr["fam_all"]
+        return ip, dp
+
+    def _decompose_kernel(self, kernel: Kernel, rem: np.ndarray, tau0: float, raw: list, guard: int) -> None:
+        ip, dp = self._kernel_params(tau0)
+        bound = self._bound_kernel(kernel, ip)
+        fam_all = self._kernel[1]["fam_all"]
         F = len(fam_all)
         while True:
             if len(raw) > guard:
                 raise RuntimeError("VarioPath did not drain the demand; this is a bug")
-            n = fn(ptr(ip), ptr(dp), *static, ptr(rem), ptr(out_x), ptr(out_src), ptr(out_dst), ptr(out_fam), ptr(status))
-            if n:  # one copy per block; the rows are views into it
-                fams = fam_all[np.minimum(out_fam[:n], F - 1)]
-                syn = out_fam[:n] == F  # synthesized online: its instances come back in out_inst
-                fams[syn] = out_inst[:n][syn]
-                raw.extend(zip(out_x[:n].copy(), out_src[:n].copy(), out_dst[:n].copy(), fams))
-            if status[0] == 1:
+            n, status = bound(dp, rem)
+            if n:  # one copy per block; the rows are views into the bound buffers
+                out_fam = bound.out_fam[:n]
+                fams = fam_all[np.minimum(out_fam, F - 1)]
+                syn = out_fam == F  # synthesized online: its instances come back in out_inst
+                fams[syn] = bound.out_inst[:n][syn]
+                raw.extend(zip(bound.out_x[:n].copy(), bound.out_src[:n].copy(), bound.out_dst[:n].copy(), fams))
+            if status == 1:
                 return
-            if status[0] == 0:  # no candidate: the numpy path's tie-break / forced binding, one activation
+            if status == 0:  # no candidate: the numpy path's tie-break / forced binding, one activation
                 self._decompose_numpy(rem, tau0, raw, guard, max_activations=1)
                 if not rem.any():
                     return

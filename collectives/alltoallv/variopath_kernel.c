@@ -1,22 +1,32 @@
-/* VarioPath online decomposition (paper 000, Algorithm 2) as one compiled loop (-O3, no FMA contraction, no -march: the cached .so may be shared between hosts).
+/* VarioPath online decomposition (paper 000, Algorithm 2) as one compiled loop (-O3, no FMA contraction, no -march: a built wheel may be shared between hosts).
  *
  * A line-for-line port of the numpy path of collectives/alltoallv/variopath.py
  * (VarioPathPlanner._plan_numpy): per activation the shape scores (Eqs. 5-6), the multi-start
  * Alternating Algorithm over every family of the shape beam (g x g assignments by permutation
  * enumeration), EVALUATE (Eqs. 9-10) and our extensions (pressure weights, coarse rounds,
  * channel reuse, quanta merging). The Python loop costs ~0.1 ms of numpy call overhead per
- * activation; this loop costs microseconds. Built on first use by collectives/alltoallv/kernel.py;
- * the numpy path stays the reference and the fallback.
+ * activation; this loop costs microseconds. Built when the project is installed (setup.py: the
+ * extension module collectives.alltoallv._variopath_kernel) and called through ctypes by
+ * collectives/alltoallv/kernel.py, which checks every array it passes; the numpy path stays the
+ * reference and the fallback.
  *
  * Returns the number of activations written; *status: 1 drained, 0 no candidate (the caller
  * runs its fallback for one activation and calls again), 2 output capacity reached.
  */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h> /* first, as Python's headers require; only for the module stub at the end */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef int64_t i64;
+
+#if defined(__GNUC__)
+#define VP_EXPORT __attribute__((visibility("default")))
+#else
+#define VP_EXPORT
+#endif
 
 #define FORBID (-1e30)
 #define SYNTH_PERIOD 4
@@ -178,7 +188,7 @@ static int by_key_desc(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
-i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
+VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
             const i64 *restrict col_ptr, const i64 *restrict col_shape, const double *restrict col_val,
             const double *restrict col_rate, const double *restrict dense_val, const double *restrict dense_rate,
             const i64 *fam_off, const i64 *fam_rid, const double *rates_u,
@@ -533,3 +543,12 @@ i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
     free(psrc); free(pdst); free(pfam); free(pcap); free(pw); free(pr); free(dpair); free(touched);
     return A;
 }
+
+/* The extension module stub: no Python-level functions. Importing
+ * collectives.alltoallv._variopath_kernel finds the built library the way every module is found
+ * (site-packages, an editable install, PYTHONPATH); kernel.py then loads vp_plan from that file
+ * with ctypes. */
+static struct PyModuleDef vp_module = {PyModuleDef_HEAD_INIT, "_variopath_kernel",
+                                       "VarioPath planning loop; call vp_plan via collectives.alltoallv.kernel", 0, NULL};
+
+PyMODINIT_FUNC PyInit__variopath_kernel(void) { return PyModuleDef_Init(&vp_module); }

@@ -112,3 +112,19 @@ def test_topologies_are_hashable_values():
     assert a == b and hash(a) == hash(b)
     assert a.effective_multiplicity == 1
     assert CayleyTopology(n_bits=2, generators=(1, 2), multiplicity=(2, 3)).effective_multiplicity == 2
+
+
+def test_clear_caches_empties_every_registered_cache():
+    # one registry (collectives.caches) for the caches of topology, layers and frontiers
+    import collectives.caches as C
+    import collectives.frontiers as F
+    import collectives.layers as L
+    import collectives.topology as T
+
+    topo = T.with_folds(T.hypercube(4), [0b1111])
+    topo.coset_layers(), topo.diameter, F.diameter_frontier(8)
+    filled = [T._INVARIANTS, L._BEST, F._FRONTIER]
+    assert all(filled) and all(any(c is d for d in C._CACHES) for c in filled)
+    assert T.clear_caches is C.clear_caches and T.topology_key is C.topology_key
+    T.clear_caches()
+    assert not any(filled)
