@@ -117,7 +117,7 @@ def _cfg(fabric: str, batch: int = 1, context: str = "5M"):
 
 
 def _split_demands():
-    from gxnet.demand import deployment_demand
+    from gxnet.plan import deployment_demand
     from gxnet.parallel import ParallelSpec
     from gxnet.splits import helix_splits
 

@@ -45,9 +45,3 @@ def demand_from_values(d: Deployment, prog, values) -> tuple[DemandEntry, ...]:
                                        ranks=n, calls_per_step=0, payload_bytes=0))
     out.sort(key=lambda r: (_REGION_ORDER.get(r.region, 9), _AXIS_ORDER.get(r.axis, 9)))
     return tuple(out)
-
-
-def deployment_demand(d: Deployment) -> tuple[DemandEntry, ...]:
-    from gxnet.plan import build_plan
-
-    return build_plan(d).demand

@@ -18,6 +18,7 @@ from functools import lru_cache
 
 from fabrics.network.protocol import DemandEntry
 from gxnet.compile import CollectiveSlot, compiled_program
+from gxnet.demand import demand_from_values
 from gxnet.deployment import Deployment
 from gxnet.moe import MoeLoad, moe_load
 
@@ -126,8 +127,6 @@ def track_values(d: Deployment, load: MoeLoad) -> list[tuple[Track, list]]:
 
 
 def _build(d: Deployment) -> ExecutionPlan:
-    from gxnet.demand import demand_from_values
-
     prog = program_of(d)
     load = moe_load(d.batch, d.model.top_k, d.model.experts, d.parallel.ep)
     tv = track_values(d, load)
@@ -179,3 +178,8 @@ PLAN_CACHE = PlanCache()
 
 def build_plan(d: Deployment, cached: bool = True) -> ExecutionPlan:
     return _cached(d) if cached else _build(d)
+
+
+def deployment_demand(d: Deployment) -> tuple[DemandEntry, ...]:
+    """The deployment-time demand of one decode step (paper 003, Table 1), read off its plan."""
+    return build_plan(d).demand

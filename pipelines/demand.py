@@ -13,7 +13,7 @@ from pipelines.specs import deployment_spec
 
 
 def task(cfg) -> dict:
-    from gxnet.demand import deployment_demand
+    from gxnet.plan import deployment_demand
 
     dep = deployment_spec(cfg)
     rows = deployment_demand(dep)

@@ -1,4 +1,4 @@
-from gxnet.demand import deployment_demand
+from gxnet.plan import deployment_demand
 from gxnet.parallel import ParallelSpec
 from gxnet.deployment import Deployment
 from gxnet.testing import accelerator, deployment, model

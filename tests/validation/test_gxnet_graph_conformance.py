@@ -4,7 +4,7 @@
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gxnet.demand import deployment_demand
+from gxnet.plan import deployment_demand
 from gxnet.graph import build_model_graph
 from gxnet.ir import EP, KVP, TPA, TPE, B, R_rows, S
 from gxnet.moe import moe_load

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gxnet.demand import deployment_demand
+from gxnet.plan import deployment_demand
 from gxnet.testing import deployment
 
 KiB = 1024
