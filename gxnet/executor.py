@@ -67,7 +67,13 @@ class StepResult:
     collective_calls: int
     tracks: tuple
     events: list
-    calls: tuple = ()  # CallTiming of every executed collective, in order
+    call_log: tuple = ()  # (entry, section, start, communication, planning, schedule) per executed collective
+
+    @property
+    def calls(self) -> tuple[CallTiming, ...]:
+        """Every executed collective, in order (built on demand: a decode step has hundreds)."""
+        return tuple(CallTiming(e.name, sec, e.region, e.axis, e.collective, start, moved, plan_s, sched)
+                     for e, sec, start, moved, plan_s, sched in self.call_log)
 
     def summary(self) -> dict:
         return {
@@ -112,7 +118,7 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
     opens_window = [True] * n
     pending = [dict.fromkeys(("attention", "ffn", "fixed", "other"), 0.0) for _ in range(n)]
     breakdown = dict.fromkeys(plan.breakdown_keys, 0.0)
-    calls: list[CallTiming] = []
+    calls: list[tuple] = []
     coll_time: dict[tuple[str, str, str], float] = {}
     events: list[TraceEvent] = []
     waiter = _Waiter(network)
@@ -148,8 +154,7 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
                     breakdown["communication"] += moved
                     if c.planning_s:
                         breakdown["planning"] = breakdown.get("planning", 0.0) + c.planning_s
-                    calls.append(CallTiming(e.name, sec.name, e.region, e.axis, e.collective, earliest, moved,
-                                            c.planning_s, c.schedule))
+                    calls.append((e, sec.name, earliest, moved, c.planning_s, c.schedule))
                     if trace:
                         args = {"axis": e.axis, "payload_bytes": e.payload_bytes, "groups": len(e.groups),
                                 "ranks": len(e.groups[0]), "schedule": c.schedule, "layer": rep,
@@ -192,5 +197,5 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
         collective_calls=call_id,
         tracks=plan.tracks,
         events=events,
-        calls=tuple(calls),
+        call_log=tuple(calls),
     )
