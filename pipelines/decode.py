@@ -109,7 +109,7 @@ def power_line(res: dict) -> str:
 
 
 # --- fabric=pcie (issue #9): the expert-parallel decode phase on a PCIe cluster ----------------------
-# The EP phase of pipelines.prefill (gxnet.prefill, phase=decode): one token per request through the
+# The EP phase of pipelines.prefill (gxnet.ep_phase, phase=decode): one token per request through the
 # GXNET graph on each rank's token shard, expert dispatch/combine as AlltoAllv with per-layer routing
 # demand, scheduled by `scheduler=` and timed by the contention-aware flow-level evaluator
 # (fabrics.network.pcie); the scheduler's planning is charged on the critical path.
