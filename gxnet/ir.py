@@ -10,6 +10,7 @@ a new graph (``dataclasses.replace``); nothing is mutated.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
@@ -143,3 +144,11 @@ class Graph:
 
 def frozen(d: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(d))
+
+
+_LAYER_PREFIX = re.compile(r"^[A-Z]\d+\.")
+
+
+def base_name(name: str) -> str:
+    """A layer tensor's name without its layer prefix ("L0.w_qkv" -> "w_qkv", "D1.kv" -> "kv")."""
+    return _LAYER_PREFIX.sub("", name, count=1)

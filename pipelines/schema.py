@@ -119,6 +119,8 @@ class PrecisionSchema:
     kv_bits: Optional[int] = None
     comm_bits: Optional[int] = None
     softmax_stat_bits: Optional[int] = None
+    weights_scale_bits: Optional[int] = None
+    scale_block: Optional[int] = None
 
 
 @schema("network")

@@ -22,13 +22,12 @@ from dataclasses import replace
 import sympy as sp
 
 from collectives.errors import SpecError
-from gxnet.ir import AXIS_SIZE, REPLICATED, KVP, TPA, Graph, Placement, R_rows, TensorType, frozen
+from gxnet.ir import AXIS_SIZE, REPLICATED, KVP, TPA, Graph, Placement, R_rows, TensorType, base_name, frozen
 
 P = Placement
 
 
-def _base(name: str) -> str:
-    return name.split(".", 1)[1] if name.startswith("L") and "." in name else name
+_base = base_name
 
 
 def _helix_placements() -> dict[str, Placement]:
@@ -40,12 +39,29 @@ def _helix_placements() -> dict[str, Placement]:
         "o_part": P((("A", ("tpa",)),), ("kvp",), "softmax"),
         "lse": P((("Hq", ("tpa",)),), ("kvp",), "softmax"),
         "o": P((("A", ("tpa", "kvp")),)),
-        "w_o": P((("A", ("tpa", "kvp")),)),
+        "w_o": P((("A", ("tpa", "kvp")), ("Hq", ("tpa", "kvp")))),
         "a": P((), ("kvp", "tpa"), "sum"),
         "w_experts": P((("E", ("ep",)), ("W", ("tpe",)))),
         "y": P((("Rw", ("ep",)),), ("tpe",), "sum"),
         "w_lm": P((("V", ("world",)),)), "logits": P((("V", ("world",)),)),
+        **_mla_helix(), **_ffn_extra("tpe"),
     }
+
+
+def _mla_helix() -> dict[str, Placement]:
+    # MLA under Helix: query heads over TPA; the latent (one for all heads) is replicated over
+    # TPA and split by sequence over KVP; after the KVP all-to-all the heads split over TPA x KVP.
+    hq_t, hq_w = P((("Hq", ("tpa",)),)), P((("Hq", ("tpa", "kvp")),))
+    return {"w_qb": hq_t, "w_uk": hq_t, "ql": hq_t,
+            "ol_part": P((("Hq", ("tpa",)),), ("kvp",), "softmax"),
+            "ol": hq_w, "w_uv": hq_w, "ov": hq_w}
+
+
+def _ffn_extra(tensor_axis: str) -> dict[str, Placement]:
+    # Shared experts: width over the FFN tensor axis (replicated over EP); dense FFN layers:
+    # width over all ranks (row-parallel down projection -> partial sum over the world).
+    return {"w_shared": P((("Ws", (tensor_axis,)),)), "s": P((), (tensor_axis,), "sum"),
+            "w_dense": P((("F", ("world",)),)), "fd": P((), ("world",), "sum")}
 
 
 def _tp_ep_placements() -> dict[str, Placement]:
@@ -54,15 +70,19 @@ def _tp_ep_placements() -> dict[str, Placement]:
         "q": P((("Hq", ("world",)),)), "k": P((("Hkv", ("world",)),)), "v": P((("Hkv", ("world",)),)),
         "kv": P((("Hkv", ("world",)),)), "sinks": P((("Hq", ("world",)),)),
         "o_part": P((("A", ("world",)),)), "lse": P((("Hq", ("world",)),)),
-        "o": P((("A", ("world",)),)), "w_o": P((("A", ("world",)),)),
+        "o": P((("A", ("world",)),)), "w_o": P((("A", ("world",)), ("Hq", ("world",)))),
         "a": P((), ("world",), "sum"),
         "w_experts": P((("E", ("ep",)), ("W", ("tp",)))),
         "y": P((("Rw", ("ep",)),), ("tp",), "sum"),
         "w_lm": P((("V", ("world",)),)), "logits": P((("V", ("world",)),)),
+        # MLA: heads over all ranks, the latent cache replicated (it has no head dim)
+        **{t: P((("Hq", ("world",)),)) for t in ("w_qb", "w_uk", "ql", "ol_part", "ol", "w_uv", "ov")},
+        **_ffn_extra("tp"),
     }
 
 
 # Inputs whose consumer needs a different placement than the producer gives: (op, input base).
+_FFN_REQUIRES = {("expert_combine", "s"): REPLICATED, ("add", "fd"): REPLICATED}
 _REQUIRES = {
     "helix": {
         ("attn_combine", "o_part"): P((("A", ("tpa", "kvp")),)),
@@ -70,11 +90,15 @@ _REQUIRES = {
         ("add", "a"): REPLICATED,
         ("expert_combine", "y"): REPLICATED,
         ("sample", "logits"): REPLICATED,
+        ("latent_combine", "ol_part"): P((("Hq", ("tpa", "kvp")),)),
+        ("latent_combine", "lse"): P((("Hq", ("tpa", "kvp")),)),
+        **_FFN_REQUIRES,
     },
     "tp_ep": {
         ("add", "a"): REPLICATED,
         ("expert_combine", "y"): REPLICATED,
         ("sample", "logits"): REPLICATED,
+        **_FFN_REQUIRES,
     },
 }
 

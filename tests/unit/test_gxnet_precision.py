@@ -8,7 +8,10 @@ def test_presets():
     fp4 = precision_from_dict("fp4")
     assert (fp4.weights_bits, fp4.kv_bits, fp4.comm_bits, fp4.softmax_stat_bits) == (4, 4, 4, 8)
     bf16 = precision_from_dict({"name": "bf16"})
-    assert (bf16.comm_bits, bf16.softmax_stat_bits, bf16.weights_bits, bf16.kv_bits) == (16, 32, 4, 4)
+    assert (bf16.comm_bits, bf16.softmax_stat_bits, bf16.weights_bits, bf16.kv_bits) == (16, 32, 16, 16)
+    # Appendix E's variant: BF16 activations and collectives over FP4 storage
+    e = precision_from_dict({"name": "fp4_bf16act"})
+    assert (e.comm_bits, e.softmax_stat_bits, e.weights_bits, e.kv_bits) == (16, 32, 4, 4)
 
 
 def test_overrides_make_a_custom_precision():
