@@ -29,7 +29,7 @@ from gxnet.models import ModelSpec
 # Weight tensor (base name) -> weight group of ``ModelSpec.bf16_weights``; unlisted weights are
 # attention weights.
 WEIGHT_GROUP = {"w_emb": "embedding", "w_lm": "lm_head", "w_router": "router", "b_router": "router",
-                "w_experts": "routed_experts", "w_shared": "shared_experts", "w_dense": "dense_ffn"}
+                "w_experts": "routed_experts", "b_experts": "routed_experts", "w_shared": "shared_experts", "w_dense": "dense_ffn"}
 
 
 def _t(dims, shape, role) -> TensorType:
@@ -153,9 +153,13 @@ def _moe_ffn(m: ModelSpec, p: str, T: dict) -> tuple[list[Node], str]:
     if m.router_bias:
         T[f"{p}b_router"] = _t(("E",), (m.experts,), "weight")
         router_in += (f"{p}b_router",)
+    expert_in = (f"{p}h2", f"{p}w_experts", f"{p}gate")
+    if m.expert_bias:  # gate and up biases (2 x width) and the down bias (hidden) of each expert
+        T[f"{p}b_experts"] = _t(("E", "Wb"), (m.experts, 2 * m.expert_width + H), "weight")
+        expert_in += (f"{p}b_experts",)
     nodes = [
         Node(f"{p}router", "router", router_in, (f"{p}gate",), "ffn", frozen({"kernel": "router", "top_k": m.top_k})),
-        Node(f"{p}experts", "expert_swiglu", (f"{p}h2", f"{p}w_experts", f"{p}gate"), (f"{p}y",), "ffn",
+        Node(f"{p}experts", "expert_swiglu", expert_in, (f"{p}y",), "ffn",
              frozen({"kernel": "expert_gemm", "bias": m.expert_bias})),
     ]
     sum_in = (f"{p}y", f"{p}gate")

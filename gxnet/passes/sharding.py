@@ -41,7 +41,7 @@ def _helix_placements() -> dict[str, Placement]:
         "o": P((("A", ("tpa", "kvp")),)),
         "w_o": P((("A", ("tpa", "kvp")), ("Hq", ("tpa", "kvp")))),
         "a": P((), ("kvp", "tpa"), "sum"),
-        "w_experts": P((("E", ("ep",)), ("W", ("tpe",)))),
+        "w_experts": P((("E", ("ep",)), ("W", ("tpe",)))), "b_experts": P((("E", ("ep",)),)),
         "y": P((("Rw", ("ep",)),), ("tpe",), "sum"),
         "w_lm": P((("V", ("world",)),)), "logits": P((("V", ("world",)),)),
         **_mla_helix(), **_ffn_extra("tpe"),
@@ -72,7 +72,7 @@ def _tp_ep_placements() -> dict[str, Placement]:
         "o_part": P((("A", ("world",)),)), "lse": P((("Hq", ("world",)),)),
         "o": P((("A", ("world",)),)), "w_o": P((("A", ("world",)), ("Hq", ("world",)))),
         "a": P((), ("world",), "sum"),
-        "w_experts": P((("E", ("ep",)), ("W", ("tp",)))),
+        "w_experts": P((("E", ("ep",)), ("W", ("tp",)))), "b_experts": P((("E", ("ep",)),)),
         "y": P((("Rw", ("ep",)),), ("tp",), "sum"),
         "w_lm": P((("V", ("world",)),)), "logits": P((("V", ("world",)),)),
         # MLA: heads over all ranks, the latent cache replicated (it has no head dim)
