@@ -38,6 +38,8 @@ class Deployment:
                 raise SpecError(
                     f"KVP*TPA={p.kvp}*{p.tpa}={p.world} must equal world={self.world}; "
                     f"choose degrees whose product is {self.world}")
+            if p.scheme == "dp_attention":
+                raise SpecError(f"DPA*TPA={p.dpa}*{p.tpa}={p.world} must equal world={self.world}")
             raise SpecError(f"TP*EP={p.tp}*{p.ep}={p.world} must equal world={self.world}")
         for f in ("batch", "context_tokens"):
             v = getattr(self, f)
@@ -46,6 +48,9 @@ class Deployment:
         if p.scheme == "helix" and p.kvp > self.context_tokens:
             raise SpecError(f"KVP={p.kvp} exceeds context={self.context_tokens} tokens; "
                             "every KV shard must hold at least one token")
+        if p.scheme == "dp_attention" and self.batch % p.dpa:
+            raise SpecError(f"batch={self.batch} must be a multiple of DPA={p.dpa} (each attention group "
+                            f"serves batch/DPA users); use batch={-(-self.batch // p.dpa) * p.dpa}")
         problem = split_violation(m, p)
         if problem:
             raise SpecError(problem)
@@ -75,13 +80,14 @@ def split_violation(m: ModelSpec, p: ParallelSpec) -> str | None:
             return (f"TPA={p.tpa} must divide the {m.kv_heads} KV heads of {m.name}; "
                     f"use TPA <= {m.kv_heads} (a power of two dividing it)")
     else:
+        what = "TP*EP" if p.scheme == "tp_ep" else "TPA"
         if m.q_heads % p.tpa:
-            return (f"TP*EP={p.tpa} (attention tensor parallelism over the whole mesh) must "
+            return (f"{what}={p.tpa} (attention tensor parallelism) must "
                     f"divide the {m.q_heads} query heads of {m.name}")
         if m.kv_heads % p.tpa and p.tpa % m.kv_heads:
-            return (f"TP*EP={p.tpa} and the {m.kv_heads} KV heads of {m.name} must divide "
+            return (f"{what}={p.tpa} and the {m.kv_heads} KV heads of {m.name} must divide "
                     "one another (KV heads are split or replicated)")
-    tensor_axis = "TPE" if p.scheme == "helix" else "TP"
+    tensor_axis = "TP" if p.scheme == "tp_ep" else "TPE"
     if not m.is_moe:
         if p.ep != 1:
             return f"EP={p.ep} but {m.name} is a dense model (no experts); use ep=1"

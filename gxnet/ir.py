@@ -24,7 +24,8 @@ KVP, TPA, EP, TPE = sp.symbols("KVP TPA EP TPE", positive=True, integer=True)
 E_loc = sp.Symbol("E_loc", nonnegative=True, integer=True)
 T_exp, R_rows = sp.symbols("T_exp R_rows", positive=True, integer=True)
 SYMBOLS = (B, Tq, S, KVP, TPA, EP, TPE, E_loc, T_exp, R_rows)
-AXIS_SIZE = {"kvp": KVP, "tpa": TPA, "ep": EP, "tpe": TPE, "tp": TPE, "world": KVP * TPA}
+# "dpa" (DP-attention groups) occupies the KVP slot of the mesh: rank = dpa_i * TPA + tpa_i
+AXIS_SIZE = {"kvp": KVP, "tpa": TPA, "ep": EP, "tpe": TPE, "tp": TPE, "world": KVP * TPA, "dpa": KVP}
 
 ROLES = ("activation", "weight", "kv", "stat", "index")
 COLLECTIVE_OPS = ("allreduce", "allgather", "alltoall", "reducescatter")

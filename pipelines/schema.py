@@ -108,6 +108,7 @@ class ParallelSchema:
     ep: Optional[int] = None
     tpe: Optional[int] = None
     tp: Optional[int] = None
+    dpa: Optional[int] = None
 
 
 @schema("precision")

@@ -50,7 +50,7 @@ def parallel_spec(cfg: Any):
     from gxnet.parallel import ParallelSpec
 
     par = dict(plain(cfg["parallel"]))
-    known = {"scheme", "kvp", "tpa", "ep", "tpe", "tp"}
+    known = {"scheme", "kvp", "tpa", "ep", "tpe", "tp", "dpa"}
     unknown = sorted(set(par) - known)
     if unknown:
         raise SpecError(f"parallel.{unknown[0]} is not a parallelization option; use {', '.join(sorted(known))}")

@@ -11,6 +11,13 @@ head is vocabulary-sharded over the world.
 tp_ep: attention heads split over the whole mesh ("world", KV heads replicated when fewer than
 ranks), no KV sequence split; FFN experts over EP and width over TP.
 
+dp_attention: attention replicated over DPA groups that each serve their own users (batch split
+over ``dpa``), heads over the group's TPA ranks; FFN as tp_ep on all tokens (experts over EP,
+width over TPE). See ``_dp_attention_placements``.
+
+MLA (DeepSeek-V3): query heads split like GQA heads; the latent KV cache has no head dim, so TP
+over heads replicates it and KVP splits it by sequence.
+
 Each node records in ``attrs["requires"]`` the placement it needs for inputs whose producer
 placement differs; ``insert_collectives`` turns every such mismatch into collectives.
 """
@@ -81,6 +88,34 @@ def _tp_ep_placements() -> dict[str, Placement]:
     }
 
 
+def _dp_attention_placements() -> dict[str, Placement]:
+    """Attention data-parallel over DPA groups (SGLang/vLLM DP-attention): each group serves its
+    own B/DPA users (activations and KV cache split by batch over ``dpa``), heads split over the
+    group's ``tpa`` ranks; the residual stream is replicated, so the attention output is
+    all-reduced over TPA and all-gathered over DPA before the FFN, which runs on every token
+    with experts over EP and width over TPE."""
+    b = ("B", ("dpa",))
+    heads = {"Hq": ("tpa",), "Hkv": ("tpa",), "A": ("tpa",), "Hqkv": ("tpa",)}
+
+    def act(*dims):
+        return P((b,) + tuple((d, heads[d]) for d in dims))
+
+    out = {name: act() for name in ("h", "qa", "c")}
+    out.update({"q": act("Hq"), "k": act("Hkv"), "v": act("Hkv"), "kv": act("Hkv"), "o_part": act("A"),
+                "lse": act("Hq"), "o": act("A"), "ql": act("Hq"), "ol_part": act("Hq"), "ol": act("Hq"),
+                "ov": act("Hq"), "a": P((b,), ("tpa",), "sum")})
+    out.update({w: P((("Hqkv", ("tpa",)),)) for w in ("w_qkv", "b_qkv")})
+    out.update({w: P((("Hq", ("tpa",)),)) for w in ("sinks", "w_qb", "w_uk", "w_uv")})
+    out["w_o"] = P((("A", ("tpa",)), ("Hq", ("tpa",))))
+    out.update({
+        "w_experts": P((("E", ("ep",)), ("W", ("tpe",)))), "b_experts": P((("E", ("ep",)),)),
+        "y": P((("Rw", ("ep",)),), ("tpe",), "sum"),
+        "w_lm": P((("V", ("world",)),)), "logits": P((("V", ("world",)),)),
+        **_ffn_extra("tpe"),
+    })
+    return out
+
+
 # Inputs whose consumer needs a different placement than the producer gives: (op, input base).
 _FFN_REQUIRES = {("expert_combine", "s"): REPLICATED, ("add", "fd"): REPLICATED}
 _REQUIRES = {
@@ -96,6 +131,12 @@ _REQUIRES = {
     },
     "tp_ep": {
         ("add", "a"): REPLICATED,
+        ("expert_combine", "y"): REPLICATED,
+        ("sample", "logits"): REPLICATED,
+        **_FFN_REQUIRES,
+    },
+    "dp_attention": {
+        ("add", "a"): REPLICATED,  # all-reduce over TPA, then all-gather over DPA
         ("expert_combine", "y"): REPLICATED,
         ("sample", "logits"): REPLICATED,
         **_FFN_REQUIRES,
@@ -116,15 +157,19 @@ def local_size(dim: str, size: sp.Expr, axes: tuple[str, ...], scheme: str) -> t
         return R_rows, True
     if dim in ("S", "Sw", "V"):  # context shards and vocabulary shards: ceil, last shard padded
         return sp.ceiling(size / n), True
-    if scheme == "tp_ep" and dim == "Hkv":  # KV heads replicated when fewer than ranks
+    if scheme != "helix" and dim == "Hkv":  # KV heads replicated when fewer than ranks
         return sp.Max(1, sp.ceiling(size / n)), True
     return size / n, False
 
 
+_TABLES = {"helix": _helix_placements, "tp_ep": _tp_ep_placements, "dp_attention": _dp_attention_placements}
+_HEAD_AXIS = {"tp_ep": "world", "dp_attention": "tpa"}  # the axis attention heads split over
+
+
 def shard(g: Graph, scheme: str) -> Graph:
     if scheme not in _REQUIRES:
-        raise SpecError(f"unknown parallel scheme {scheme!r}; choose one of: helix, tp_ep")
-    table = _helix_placements() if scheme == "helix" else _tp_ep_placements()
+        raise SpecError(f"unknown parallel scheme {scheme!r}; choose one of: {', '.join(_REQUIRES)}")
+    table = _TABLES[scheme]()
     tensors: dict[str, TensorType] = {}
     for name, t in g.tensors.items():
         pl = table.get(_base(name), REPLICATED)
@@ -132,8 +177,8 @@ def shard(g: Graph, scheme: str) -> Graph:
         local, padded = [], []
         for dim, size in zip(t.dims, t.shape):
             ls, pad = local_size(dim, size, pl.axes_of(dim), scheme)
-            if scheme == "tp_ep" and dim == "Hqkv":  # q heads split, k/v heads maybe replicated
-                ls, pad = _tp_ep_qkv_local(g, t), True
+            if scheme != "helix" and dim == "Hqkv":  # q heads split, k/v heads maybe replicated
+                ls, pad = _tp_ep_qkv_local(g, t, _HEAD_AXIS[scheme]), True
             local.append(ls)
             if pad:
                 padded.append(dim)
@@ -156,10 +201,10 @@ def shard(g: Graph, scheme: str) -> Graph:
     return out.with_attrs(scheme=scheme, world=KVP * TPA)
 
 
-def _tp_ep_qkv_local(g: Graph, t: TensorType) -> sp.Expr:
+def _tp_ep_qkv_local(g: Graph, t: TensorType, axis: str) -> sp.Expr:
     # Hqkv = Hq + 2 Hkv; recover Hq and Hkv from the q/k tensors of the same layer.
     q = next(tt for n, tt in g.tensors.items() if _base(n) == "q")
     k = next(tt for n, tt in g.tensors.items() if _base(n) == "k")
     hq, hkv = q.shape[q.dims.index("Hq")], k.shape[k.dims.index("Hkv")]
-    n = AXIS_SIZE["world"]
+    n = AXIS_SIZE[axis]
     return hq / n + 2 * sp.Max(1, sp.ceiling(hkv / n))

@@ -144,3 +144,30 @@ def test_invariants_hold_after_every_pass(name, scheme):
                      check_invariants=True, bindings=binds)
     g = pm.run(build_model_graph(m))  # raises PassError naming the pass on any violation
     assert len(pm.history) == 8 and g.collectives()
+
+
+def test_deepseek_v3_dp_attention_8_ep_8_fits_batch_64():
+    d = Deployment(model=model("deepseek_v3"), accelerator=accelerator("h200"), world=8,
+                   parallel=ParallelSpec(scheme="dp_attention", dpa=8, ep=8), batch=64,
+                   context_tokens=32 * 1024, precision=PrecisionSpec.preset("fp8"))
+    plan = build_plan(d)
+    # each attention group holds only its own 64 / 8 users' latent cache
+    assert plan.kv_bytes_per_rank == 8 * 32 * 1024 * 70_272
+    assert plan.memory_bytes_per_rank <= 141e9
+    rows = {(r.region, r.axis, r.collective): r for r in plan.demand}
+    # the attention output of every group is gathered before the FFN: B x hidden x BF16
+    assert rows[("attention", "dpa", "allgather")].payload_bytes == 64 * 7168 * 2
+    assert rows[("attention", "dpa", "allgather")].calls_per_step == 61
+
+
+@pytest.mark.parametrize("name", ["deepseek_v3", "llama3_1_8b", "gpt_oss_20b"])
+@pytest.mark.parametrize("dpa, tpa, ep", [(8, 1, 8), (4, 2, 8), (2, 4, 2)])
+def test_dp_attention_invariants_hold_after_every_pass(name, dpa, tpa, ep):
+    m = model(name)
+    p = ParallelSpec(scheme="dp_attention", dpa=dpa, tpa=tpa, ep=ep if m.is_moe else 1)
+    load = moe_load(16, m.top_k, m.experts, p.ep)
+    binds = {KVP: p.kvp, TPA: p.tpa, EP: p.ep, TPE: p.tpe, B: 16, S: 4096, R_rows: load.busiest_rows}
+    pm = PassManager(standard_pipeline(p.scheme, PrecisionSpec.preset("fp8"), accelerator("h200")),
+                     check_invariants=True, bindings=binds)
+    g = pm.run(build_model_graph(m))
+    assert any(n.attrs["axis"] == "dpa" and n.op == "allgather" for _, n in g.collectives())
