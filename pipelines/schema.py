@@ -76,7 +76,9 @@ def mirror_spec(spec_cls: type, *, extra: tuple = ()) -> type:
 def _model_schema() -> type:
     from gxnet.models import ModelSpec
 
-    return mirror_spec(ModelSpec, extra=(("description", Optional[str], None), ("source", Optional[str], None)))
+    # config: a HuggingFace config.json to import (model=hf), checked by pipelines.hf_config
+    return mirror_spec(ModelSpec, extra=(("description", Optional[str], None), ("source", Optional[str], None),
+                                         ("config", Optional[str], None)))
 
 
 ModelSchema = schema("model")(_model_schema())
@@ -182,6 +184,8 @@ def validate(pipeline: str, cfg: dict) -> None:
 
     for group, cls in SCHEMAS.items():
         node = cfg.get(group)
+        if group == "model" and isinstance(node, dict) and (node.get("config") is not None or node.get("name") == "hf"):
+            continue  # an imported config.json: its fields come from the file (pipelines.hf_config)
         if isinstance(node, dict):
             # the points of a sweep share most group nodes: check each distinct node once
             key = (group, json.dumps(node, sort_keys=True, default=repr))
