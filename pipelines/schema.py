@@ -76,9 +76,7 @@ def mirror_spec(spec_cls: type, *, extra: tuple = ()) -> type:
 def _model_schema() -> type:
     from gxnet.models import ModelSpec
 
-    # config: a HuggingFace config.json to import (model=hf), checked by pipelines.hf_config
-    return mirror_spec(ModelSpec, extra=(("description", Optional[str], None), ("source", Optional[str], None),
-                                         ("config", Optional[str], None)))
+    return mirror_spec(ModelSpec, extra=(("description", Optional[str], None), ("source", Optional[str], None)))
 
 
 ModelSchema = schema("model")(_model_schema())

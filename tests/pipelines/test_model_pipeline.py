@@ -83,3 +83,73 @@ def test_unknown_model_type_names_the_supported_ones(pipeline, tmp_path):
     proc, _ = pipeline("model", "model=hf", f"model.config={cfg}", "tracking=off")
     assert proc.returncode == 2
     assert "model_type 'mamba' is not supported" in proc.stderr and "deepseek_v3" in proc.stderr
+
+
+# ---- config.json import, in process ----------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(p.stem for p in HF.glob("*.json")))
+def test_every_fixture_imports_to_its_zoo_model(name):
+    from pipelines.hf_config import model_from_hf_file
+
+    assert model_from_hf_file(HF / f"{name}.json") == model(name)
+
+
+def _fields(cfg):
+    from pipelines.hf_config import spec_fields
+
+    return spec_fields(cfg)
+
+
+LLAMA = json.loads((HF / "llama3_1_8b.json").read_text())
+
+
+def test_missing_key_names_it_and_the_supported_types():
+    from collectives.errors import SpecError
+
+    cfg = {k: v for k, v in LLAMA.items() if k != "intermediate_size"}
+    with pytest.raises(SpecError) as e:
+        _fields(cfg)
+    msg = str(e.value)
+    assert "missing key intermediate_size" in msg and "'llama'" in msg and "qwen3_moe" in msg and "\n" not in msg
+
+
+def test_family_specific_keys():
+    mistral = _fields({**LLAMA, "model_type": "mistral", "sliding_window": 4096})
+    assert mistral["attention_pattern"] == ["sliding"] and mistral["window_tokens"] == 4096
+    qwen2 = _fields({**LLAMA, "model_type": "qwen2"})
+    assert qwen2["qkv_bias"] and not qwen2["o_bias"]
+    qwen2_moe = _fields({**LLAMA, "model_type": "qwen2_moe", "num_experts": 60, "num_experts_per_tok": 4,
+                         "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632})
+    assert (qwen2_moe["shared_experts"], qwen2_moe["shared_expert_width"], qwen2_moe["shared_expert_gate"]) == (1, 5632, True)
+    ds = json.loads((HF / "deepseek_v3.json").read_text())
+    lite = _fields({**ds, "model_type": "deepseek_v2", "q_lora_rank": None, "topk_method": "greedy",
+                    "quantization_config": None, "num_nextn_predict_layers": None})
+    assert lite["q_lora_rank"] == 0 and not lite["router_bias"] and "bf16_weights" not in lite
+    wrapped = _fields({"model_type": "kimi_k25", "text_config": json.loads((HF / "kimi_k2.json").read_text())})
+    assert wrapped["experts"] == 384
+
+
+ZOO = ["llama3_1_8b", "llama3_1_70b", "llama3_1_405b", "mixtral_8x7b", "mixtral_8x22b", "qwen3_30b_a3b",
+       "qwen3_235b_a22b", "deepseek_v3", "deepseek_r1", "kimi_k2", "gpt_oss_20b", "gpt_oss_120b"]
+ON_8_H200 = ("accelerator=h200", "precision=fp8", "world=8", "batch=8", "context=8192",
+             "fabric=single_eps", "fabric.world=8", "tracking=off")
+
+
+def _split(name):
+    if model(name).is_moe:
+        return ("parallel=tp_ep", "parallel.tp=1", "parallel.ep=8")
+    return ("parallel=tp_ep", "parallel.tp=8", "parallel.ep=1")
+
+
+@pytest.mark.parametrize("name", [n if n in ("deepseek_v3", "llama3_1_8b") else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in ZOO])
+def test_gx_decode_runs_every_zoo_model_on_8_gpus(pipeline, name):
+    proc, out = pipeline("decode", f"model={name}", *_split(name), *ON_8_H200)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = _results(out)
+    assert r["model"] == name and r["decode_step_s"] > 0 and r["memory_bytes_per_rank"] <= 141e9
+
+
+def test_gx_decode_with_dp_attention(pipeline):
+    proc, out = pipeline("decode", "model=deepseek_v3", "parallel=dp_attention", *ON_8_H200)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert _results(out)["parallel"]["dpa"] == 8
