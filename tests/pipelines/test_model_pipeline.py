@@ -47,6 +47,13 @@ def test_hf_import_matches_the_zoo_and_exports_yaml(pipeline, tmp_path):
     assert r["weights_bytes"] == -(-(groups["routed_experts"] * 17 // 4 + bf16 * 16) // 8)
 
 
+def test_precision_fields_override_without_plus(pipeline):
+    proc, out = pipeline("model", "model=llama3_1_8b", "precision=fp8", "precision.kv_bits=8", "tracking=off")
+    assert proc.returncode == 0, proc.stderr
+    r = _results(out)
+    assert r["precision"]["name"] == "custom" and r["kv_cache_bytes_per_token"] == 131_072 // 2
+
+
 @pytest.mark.xfail(reason="entry check search path", strict=False)
 def test_exported_yaml_works_from_a_user_config_dir(pipeline, tmp_path):
     conf = tmp_path / "conf"
