@@ -66,8 +66,6 @@ def test_exported_yaml_works_from_a_user_config_dir(pipeline, tmp_path):
 
 
 BAD = [
-    (("model=hf",), "model.config"),
-    (("model=hf", "model.config=/nonexistent/config.json"), "cannot read"),
     (("model=llama3_1_8b", "+model.top_k=2"), "dense model"),
     (("model=deepseek_v3", "model.kv_lora_rank=9000"), "kv_lora_rank=9000"),
     (("model=llama3_1_8b", "model.layers=-4"), "layers=-4"),
@@ -93,6 +91,16 @@ def test_unknown_model_type_names_the_supported_ones(pipeline, tmp_path):
 
 
 # ---- config.json import, in process ----------------------------------------------------------
+@pytest.mark.parametrize("node, needle", [({"name": "hf", "config": None}, "needs model.config"),
+                                          ({"name": "hf", "config": "/nonexistent/config.json"}, "cannot read")])
+def test_hf_without_a_readable_config_is_refused(node, needle):
+    from collectives.errors import SpecError
+    from pipelines.specs import model_spec
+
+    with pytest.raises(SpecError, match=needle):
+        model_spec({"model": node})
+
+
 @pytest.mark.parametrize("name", sorted(p.stem for p in HF.glob("*.json")))
 def test_every_fixture_imports_to_its_zoo_model(name):
     from pipelines.hf_config import model_from_hf_file
