@@ -62,7 +62,8 @@ class CompiledProgram:
 
 def _memory_exprs(g: Graph) -> tuple[sp.Expr, sp.Expr]:
     weights, kv = sp.Integer(0), sp.Integer(0)
-    counted: set[str] = set()
+    # tied embeddings: the LM head reads the embedding matrix, stored once
+    counted: set[str] = {"w_lm"} if g.attrs.get("tied_embeddings") else set()
     for sec in g.sections:
         names = {t for n in sec.nodes for t in n.inputs + n.outputs}
         for name in sorted(names):

@@ -12,10 +12,11 @@ from fabrics.network.protocol import DemandEntry
 from gxnet.compile import CollectiveSlot
 from gxnet.deployment import Deployment
 
-_AXIS_ORDER = {"world": 0, "kvp": 1, "tpa": 2, "ep": 3, "tpe": 4, "tp": 4}
+_AXIS_ORDER = {"world": 0, "kvp": 1, "dpa": 1, "tpa": 2, "ep": 3, "tpe": 4, "tp": 4}
 _REGION_ORDER = {"embedding": 0, "attention": 1, "ffn": 2, "lm_head": 3}
 _MESH_AXES = {"helix": {"attention": ("kvp", "tpa"), "ffn": ("ep", "tpe")},
-              "tp_ep": {"attention": (), "ffn": ("ep", "tp")}}
+              "tp_ep": {"attention": (), "ffn": ("ep", "tp")},
+              "dp_attention": {"attention": ("dpa", "tpa"), "ffn": ("ep", "tpe")}}
 
 
 def demand_from_values(d: Deployment, prog, values) -> tuple[DemandEntry, ...]:

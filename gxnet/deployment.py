@@ -38,38 +38,68 @@ class Deployment:
                 raise SpecError(
                     f"KVP*TPA={p.kvp}*{p.tpa}={p.world} must equal world={self.world}; "
                     f"choose degrees whose product is {self.world}")
+            if p.scheme == "dp_attention":
+                raise SpecError(f"DPA*TPA={p.dpa}*{p.tpa}={p.world} must equal world={self.world}")
             raise SpecError(f"TP*EP={p.tp}*{p.ep}={p.world} must equal world={self.world}")
         for f in ("batch", "context_tokens"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise SpecError(f"{f}={v!r} must be a positive integer")
-        if p.scheme == "helix":
-            if m.kv_heads % p.tpa:
-                raise SpecError(f"TPA={p.tpa} must divide the {m.kv_heads} KV heads of {m.name}; "
-                                f"use TPA <= {m.kv_heads} (a power of two dividing it)")
-            if p.kvp > self.context_tokens:
-                raise SpecError(f"KVP={p.kvp} exceeds context={self.context_tokens} tokens; "
-                                "every KV shard must hold at least one token")
-        else:
-            if m.q_heads % p.tpa:
-                raise SpecError(f"TP*EP={p.tpa} (attention tensor parallelism over the whole mesh) must "
-                                f"divide the {m.q_heads} query heads of {m.name}")
-            if m.kv_heads % p.tpa and p.tpa % m.kv_heads:
-                raise SpecError(f"TP*EP={p.tpa} and the {m.kv_heads} KV heads of {m.name} must divide "
-                                "one another (KV heads are split or replicated)")
-        if m.experts % p.ep:
-            raise SpecError(f"EP={p.ep} must divide the {m.experts} experts of {m.name}")
-        tensor_axis = "TPE" if p.scheme == "helix" else "TP"
-        if m.expert_width % p.tpe:
-            raise SpecError(f"{tensor_axis}={p.tpe} must divide the expert width {m.expert_width} of {m.name}")
+        if p.scheme == "helix" and p.kvp > self.context_tokens:
+            raise SpecError(f"KVP={p.kvp} exceeds context={self.context_tokens} tokens; "
+                            "every KV shard must hold at least one token")
+        if p.scheme == "dp_attention" and self.batch % p.dpa:
+            raise SpecError(f"batch={self.batch} must be a multiple of DPA={p.dpa} (each attention group "
+                            f"serves batch/DPA users); use batch={-(-self.batch // p.dpa) * p.dpa}")
+        problem = split_violation(m, p)
+        if problem:
+            raise SpecError(problem)
         from gxnet.memory import check_fits
 
         check_fits(self)
 
     @property
-    def kv_heads_per_rank(self) -> int:
+    def kv_heads_per_rank(self) -> int:  # MLA: the one latent, replicated over TP
         return max(1, self.model.kv_heads // self.parallel.tpa)
 
     def describe(self) -> str:
         return (f"{self.model.name} on {self.world} x {self.accelerator.name}, {self.parallel.label()}, "
                 f"batch {self.batch}, context {self.context_tokens}, {self.precision.name}")
+
+
+def split_violation(m: ModelSpec, p: ParallelSpec) -> str | None:
+    """The first rule of ``p`` that model ``m`` breaks (one line: what, value, rule, fix), or None."""
+    if p.scheme == "helix":
+        if m.is_mla:
+            # MLA: one latent for all heads, replicated over TPA; heads split over TPA, then over
+            # TPA x KVP after the all-to-all.
+            if m.q_heads % p.world:
+                return (f"KVP*TPA={p.world} must divide the {m.q_heads} query heads of {m.name} (MLA splits "
+                        "heads over TPA x KVP after the all-to-all); use fewer attention ranks")
+        elif m.kv_heads % p.tpa:
+            return (f"TPA={p.tpa} must divide the {m.kv_heads} KV heads of {m.name}; "
+                    f"use TPA <= {m.kv_heads} (a power of two dividing it)")
+    else:
+        what = "TP*EP" if p.scheme == "tp_ep" else "TPA"
+        if m.q_heads % p.tpa:
+            return (f"{what}={p.tpa} (attention tensor parallelism) must "
+                    f"divide the {m.q_heads} query heads of {m.name}")
+        if m.kv_heads % p.tpa and p.tpa % m.kv_heads:
+            return (f"{what}={p.tpa} and the {m.kv_heads} KV heads of {m.name} must divide "
+                    "one another (KV heads are split or replicated)")
+    tensor_axis = "TP" if p.scheme == "tp_ep" else "TPE"
+    if not m.is_moe:
+        if p.ep != 1:
+            return f"EP={p.ep} but {m.name} is a dense model (no experts); use ep=1"
+    else:
+        if m.experts % p.ep:
+            return f"EP={p.ep} must divide the {m.experts} experts of {m.name}"
+        if m.expert_width % p.tpe:
+            return f"{tensor_axis}={p.tpe} must divide the expert width {m.expert_width} of {m.name}"
+        if m.shared_experts and (m.shared_experts * m.shared_expert_width) % p.tpe:
+            return (f"{tensor_axis}={p.tpe} must divide the shared-expert width "
+                    f"{m.shared_experts * m.shared_expert_width} of {m.name}")
+    if "dense" in m.ffn_kinds() and m.ffn_width % p.world:
+        return (f"world={p.world} must divide the dense FFN width {m.ffn_width} of {m.name} "
+                "(dense layers are split over all ranks)")
+    return None

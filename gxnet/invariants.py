@@ -4,7 +4,8 @@
 pass manager runs with ``check_invariants=True`` (the tests do):
   * references: every node input/output is a known tensor, produced at most once per section;
   * shapes agree: a dim name has one global size across the graph, and inputs of a compute node
-    that share a dim name agree on its per-rank size;
+    that share a dim name agree on its per-rank size (inputs still awaiting a collective, the
+    node's ``requires``, are checked once converted);
   * sharded dims divide their axis (numerically, when ``bindings`` give concrete degrees);
     padded dims (context and vocabulary shards, MoE rows) are exempt by construction;
   * partial values (pending reduction) are consumed only by collectives;
@@ -66,17 +67,20 @@ def check_graph(g: Graph, before: Graph | None = None, bindings: Mapping | None 
         if n.is_collective:
             continue
         seen: dict[str, tuple[str, sp.Expr]] = {}
+        pending = n.attrs.get("requires") or {}
         for name in n.inputs:
             t = T[name]
             if t.local_shape is None:
+                continue
+            if t.placement.partial and name not in pending:
+                problems.append(f"{n.name}: consumes {name} while it is still partial over "
+                                f"{'*'.join(t.placement.partial)} (missing collective)")
+            if name in pending:  # converted by the collective-insertion pass before use
                 continue
             for dim, ls in zip(t.dims, t.local_shape):
                 if dim in seen and not _equal(seen[dim][1], ls, bindings):
                     problems.append(f"{n.name}: per-rank {dim} is {seen[dim][1]} in {seen[dim][0]} but {ls} in {name}")
                 seen.setdefault(dim, (name, ls))
-            if t.placement.partial and name not in (n.attrs.get("requires") or {}):
-                problems.append(f"{n.name}: consumes {name} while it is still partial over "
-                                f"{'*'.join(t.placement.partial)} (missing collective)")
     # sharded dims divide their axis
     if bindings is not None:
         for name, t in T.items():

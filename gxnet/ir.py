@@ -10,6 +10,7 @@ a new graph (``dataclasses.replace``); nothing is mutated.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
@@ -23,7 +24,8 @@ KVP, TPA, EP, TPE = sp.symbols("KVP TPA EP TPE", positive=True, integer=True)
 E_loc = sp.Symbol("E_loc", nonnegative=True, integer=True)
 T_exp, R_rows = sp.symbols("T_exp R_rows", positive=True, integer=True)
 SYMBOLS = (B, Tq, S, KVP, TPA, EP, TPE, E_loc, T_exp, R_rows)
-AXIS_SIZE = {"kvp": KVP, "tpa": TPA, "ep": EP, "tpe": TPE, "tp": TPE, "world": KVP * TPA}
+# "dpa" (DP-attention groups) occupies the KVP slot of the mesh: rank = dpa_i * TPA + tpa_i
+AXIS_SIZE = {"kvp": KVP, "tpa": TPA, "ep": EP, "tpe": TPE, "tp": TPE, "world": KVP * TPA, "dpa": KVP}
 
 ROLES = ("activation", "weight", "kv", "stat", "index")
 COLLECTIVE_OPS = ("allreduce", "allgather", "alltoall", "reducescatter")
@@ -143,3 +145,11 @@ class Graph:
 
 def frozen(d: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(d))
+
+
+_LAYER_PREFIX = re.compile(r"^[A-Z]\d+\.")
+
+
+def base_name(name: str) -> str:
+    """A layer tensor's name without its layer prefix ("L0.w_qkv" -> "w_qkv", "D1.kv" -> "kv")."""
+    return _LAYER_PREFIX.sub("", name, count=1)

@@ -35,6 +35,33 @@ def max_batch(d, limit: int = 1 << 20) -> int:
     return best
 
 
+def largest_batch(model, accelerator, parallel, precision, context: int) -> int:
+    """Largest batch (any integer; DP-attention: a multiple of DPA) whose weights + KV cache fit
+    one rank's HBM. The KV cache grows linearly with the batch, so one evaluation gives it; the
+    bound is then confirmed at the batch and one step above."""
+    unit = parallel.kvp if parallel.scheme == "dp_attention" else 1
+    cap = accelerator.hbm_bytes
+    w, kv = memory_breakdown_bytes(model, accelerator, parallel, precision, unit, context)
+    if w + kv > cap:
+        return 0
+    n = int((cap - w) // kv) * unit
+    while n > unit and sum(memory_breakdown_bytes(model, accelerator, parallel, precision, n, context)) > cap:
+        n -= unit
+    while sum(memory_breakdown_bytes(model, accelerator, parallel, precision, n + unit, context)) <= cap:
+        n += unit
+    return n
+
+
+def weights_bytes(model, precision) -> int:
+    """All weights of the model (MTP layers excluded) at ``precision``: each weight group at its
+    stored width (scale overhead included; the model's BF16 groups at 16 bits)."""
+    from gxnet.passes.precision import weight_bits
+
+    groups = model.param_groups()
+    total = sum(n * weight_bits(precision, g, model.bf16_weights) for g, n in groups.items())
+    return int(-(-total // 8))
+
+
 def _gb(x: float) -> str:
     return f"{x / 1e12:.1f} TB" if x >= 1e12 else f"{x / 1e9:.1f} GB"
 

@@ -30,6 +30,9 @@ def active_experts(batch: int, top_k: int, experts: int) -> int:
 
 
 def moe_load(batch: int, top_k: int, experts: int, ep: int) -> MoeLoad:
+    if experts == 0:  # dense model: no routed experts, every rank behaves alike
+        return MoeLoad(active_experts=0, tokens_per_expert=0, busiest_experts=0, lightest_experts=0,
+                       busiest_ranks=ep, busiest_rows=0)
     n_act = active_experts(batch, top_k, experts)
     bk = batch * top_k
     busiest = -(-n_act // ep)

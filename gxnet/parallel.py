@@ -10,6 +10,10 @@ them, as vLLM/TRT-LLM do), the FFN splits experts over EP and expert width over 
 represented with the same four degrees: kvp = 1, tpa = tp * ep, ep, tpe = tp; its FFN tensor
 axis is named ``tp`` in the demand.
 
+``dp_attention`` (SGLang/vLLM DP-attention): attention replicated over ``dpa`` groups of
+``tpa`` ranks (default 1), each group serving its own batch/dpa users; the FFN splits experts
+over EP and width over TPE = world/EP. The DPA axis takes the KVP slot of the mesh.
+
 Rank numbering (row-major, minor axis last): attention rank = kvp_i * TPA + tpa_i, FFN rank =
 ep_i * TPE + tpe_i. A group of axis X holds the ranks that differ only in their X coordinate.
 """
@@ -21,7 +25,7 @@ from functools import lru_cache
 
 from collectives.errors import SpecError
 
-SCHEMES = ("helix", "tp_ep")
+SCHEMES = ("helix", "tp_ep", "dp_attention")
 
 
 def is_pow2(n: int) -> bool:
@@ -36,11 +40,16 @@ class ParallelSpec:
     ep: int | None = None
     tpe: int | None = None
     tp: int | None = None  # tp_ep only: tensor-parallel degree of the FFN (and of the mesh)
+    dpa: int | None = None  # dp_attention only: attention data-parallel groups
 
     def __post_init__(self) -> None:
         if self.scheme not in SCHEMES:
             raise SpecError(f"parallel.scheme={self.scheme!r}; choose one of: {', '.join(SCHEMES)}")
-        if self.scheme == "tp_ep":
+        if self.scheme != "dp_attention" and self.dpa is not None:
+            raise SpecError(f"parallel.dpa={self.dpa} is only for scheme dp_attention")
+        if self.scheme == "dp_attention":
+            self._init_dp_attention()
+        elif self.scheme == "tp_ep":
             if self.tp is None or self.ep is None:
                 raise SpecError("parallel=tp_ep needs parallel.tp and parallel.ep (e.g. parallel.tp=8 parallel.ep=64)")
             for f in ("tp", "ep"):
@@ -65,6 +74,29 @@ class ParallelSpec:
                     f"KVP*TPA={self.kvp}*{self.tpa}={self.kvp * self.tpa} must equal "
                     f"EP*TPE={self.ep}*{self.tpe}={self.ep * self.tpe} (both meshes span the same ranks)")
 
+    def _init_dp_attention(self) -> None:
+        # DP-attention: DPA groups of TPA ranks each (the mesh's KVP slot holds DPA), the FFN on
+        # EP x TPE over the same ranks.
+        if self.dpa is None or self.ep is None:
+            raise SpecError("parallel=dp_attention needs parallel.dpa and parallel.ep "
+                            "(e.g. parallel.dpa=8 parallel.ep=8)")
+        for f in ("kvp", "tp"):
+            if getattr(self, f) is not None:
+                raise SpecError(f"parallel.{f}={getattr(self, f)} is not a dp_attention degree; "
+                                "use dpa, tpa (attention TP per group), ep, tpe")
+        tpa = 1 if self.tpa is None else self.tpa
+        for f, v in (("dpa", self.dpa), ("tpa", tpa), ("ep", self.ep)):
+            _check_degree(f, v)
+        world = self.dpa * tpa
+        if self.ep > world or (self.tpe is not None and self.ep * self.tpe != world):
+            raise SpecError(f"EP*TPE={self.ep}*{self.tpe or '?'} must equal DPA*TPA={self.dpa}*{tpa}={world} "
+                            "(both meshes span the same ranks)")
+        if self.tpe is not None:
+            _check_degree("tpe", self.tpe)
+        object.__setattr__(self, "kvp", self.dpa)
+        object.__setattr__(self, "tpa", tpa)
+        object.__setattr__(self, "tpe", world // self.ep)
+
     @property
     def world(self) -> int:
         return self.kvp * self.tpa
@@ -81,17 +113,23 @@ class ParallelSpec:
             return self.world
         if axis == "tp":
             return self.tpe
+        if axis == "dpa":
+            return self.kvp
         return self.degrees()[axis]
 
     def as_dict(self) -> dict:
         d = {"scheme": self.scheme, **self.degrees()}
         if self.scheme == "tp_ep":
             d["tp"] = self.tp
+        if self.scheme == "dp_attention":
+            d["dpa"] = self.dpa
         return d
 
     def label(self) -> str:
         if self.scheme == "tp_ep":
             return f"TP{self.tp} EP{self.ep}"
+        if self.scheme == "dp_attention":
+            return f"DPA{self.dpa} x TP{self.tpa} attention, EP{self.ep} x TP{self.tpe} FFN"
         return f"Helix({self.kvp},{self.tpa},{self.ep},{self.tpe})"
 
     def groups(self, axis: str) -> tuple[tuple[int, ...], ...]:
@@ -104,7 +142,7 @@ def _check_degree(name: str, v) -> None:
 
 
 def _canonical_axis(axis: str) -> str:
-    return "tpe" if axis == "tp" else axis
+    return {"tp": "tpe", "dpa": "kvp"}.get(axis, axis)
 
 
 @lru_cache(maxsize=256)  # explicit keyed cache: rank groups of one mesh axis

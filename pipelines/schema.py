@@ -108,6 +108,7 @@ class ParallelSchema:
     ep: Optional[int] = None
     tpe: Optional[int] = None
     tp: Optional[int] = None
+    dpa: Optional[int] = None
 
 
 @schema("precision")
@@ -119,6 +120,8 @@ class PrecisionSchema:
     kv_bits: Optional[int] = None
     comm_bits: Optional[int] = None
     softmax_stat_bits: Optional[int] = None
+    weights_scale_bits: Optional[int] = None
+    scale_block: Optional[int] = None
 
 
 @schema("network")
@@ -179,6 +182,8 @@ def validate(pipeline: str, cfg: dict) -> None:
 
     for group, cls in SCHEMAS.items():
         node = cfg.get(group)
+        if group == "model" and isinstance(node, dict) and (node.get("config") is not None or node.get("name") == "hf"):
+            continue  # an imported config.json: its fields come from the file (pipelines.hf_config)
         if isinstance(node, dict):
             # the points of a sweep share most group nodes: check each distinct node once
             key = (group, json.dumps(node, sort_keys=True, default=repr))

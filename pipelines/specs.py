@@ -24,9 +24,22 @@ def plain(node: Any) -> Any:
 
 
 def model_spec(cfg: Any):
+    """``cfg.model`` as a ModelSpec; ``model=hf model.config=/path/config.json`` imports a
+    HuggingFace config.json (pipelines.hf_config), any other model.* keys overriding it."""
     from gxnet.models import model_from_dict
 
-    return model_from_dict(plain(cfg["model"]))
+    d = dict(plain(cfg["model"]))
+    path = d.pop("config", None)
+    if path is None and d.get("name") == "hf":
+        raise SpecError("model=hf needs model.config=/path/to/config.json (a HuggingFace config.json)")
+    if path is None:
+        return model_from_dict(d)
+    from pipelines.hf_config import model_from_hf_file
+
+    name = d.pop("name", None)
+    for k in ("source", "description"):
+        d.pop(k, None)
+    return model_from_hf_file(path, name=None if name in (None, "hf") else name, overrides=d)
 
 
 def accelerator_spec(cfg: Any):
@@ -50,7 +63,7 @@ def parallel_spec(cfg: Any):
     from gxnet.parallel import ParallelSpec
 
     par = dict(plain(cfg["parallel"]))
-    known = {"scheme", "kvp", "tpa", "ep", "tpe", "tp"}
+    known = {"scheme", "kvp", "tpa", "ep", "tpe", "tp", "dpa"}
     unknown = sorted(set(par) - known)
     if unknown:
         raise SpecError(f"parallel.{unknown[0]} is not a parallelization option; use {', '.join(sorted(known))}")

@@ -20,7 +20,7 @@ def specialize_prefill(g: Graph) -> Graph:
     tensors = {name: replace(t, shape=tuple(s.subs(Tq, 1) for s in t.shape)) for name, t in g.tensors.items()}
 
     def mark(sec, node):
-        if node.op == "flash_attention":
+        if node.op in ("flash_attention", "latent_attention"):
             return node.with_attrs(prefill=True, kernel="flash_prefill")
         return node
 

@@ -42,10 +42,15 @@ def node_resources(g: Graph, node: Node) -> tuple[sp.Expr, sp.Expr]:
         h, w = ins[0], ins[1]
         rows = _dim(h, "B") * _dim(h, "Tq")
         return 2 * rows * _dim(w, "H") * _dim(w, "Hqkv") * _dim(w, "d"), weights + io
-    if op == "kv_append":
-        k, v = ins
+    if op == "kv_append":  # K and V (GQA) or the latent with its rope key (MLA)
         bits = T[node.outputs[0]].bits
-        return sp.Integer(0), (k.numel() + v.numel()) * sp.Rational(bits, 8)
+        return sp.Integer(0), sp.Add(*(t.numel() for t in ins)) * sp.Rational(bits, 8)
+    if op == "matmul":  # activation rows x every weight matrix of the node (biases: bytes only)
+        rows = _dim(ins[0], "B") * _dim(ins[0], "Tq")
+        macs = sum((t.numel() for t in ins if t.role == "weight" and len(t.dims) > 1), sp.Integer(0))
+        return 2 * rows * macs, weights + io
+    if op == "latent_attention":
+        return _latent_attention(T, node, ins, io)
     if op == "flash_attention":
         q, kv = ins[0], ins[1]
         ctx = _dim(kv, node.attrs["context_dim"])
@@ -56,14 +61,14 @@ def node_resources(g: Graph, node: Node) -> tuple[sp.Expr, sp.Expr]:
             return flops, kv.nbytes() / _dim(kv, "B") + io
         flops = 4 * _dim(q, "B") * _dim(q, "Tq") * _dim(q, "Hq") * _dim(q, "d") * ctx
         return flops, kv.nbytes() + io
-    if op == "attn_combine":
+    if op in ("attn_combine", "latent_combine"):
         return 4 * ins[0].numel(), io
     if op == "o_proj":
-        o, w = ins
+        o, w = ins[0], ins[1]
         rows = _dim(o, "B") * _dim(o, "Tq")
         return 2 * rows * _dim(w, "A") * _dim(w, "H"), weights + io
     if op == "router":
-        h, w = ins
+        h, w = ins[0], ins[1]
         rows = _dim(h, "B") * _dim(h, "Tq")
         return 2 * rows * _dim(w, "H") * _dim(w, "E"), weights + io
     if op == "expert_swiglu":
@@ -86,6 +91,18 @@ def node_resources(g: Graph, node: Node) -> tuple[sp.Expr, sp.Expr]:
     if op == "sample":
         return sp.Integer(0), sp.Integer(0)
     raise ValueError(f"no resource rule for op {op!r} ({node.name})")
+
+
+def _latent_attention(T, node: Node, ins, io) -> tuple[sp.Expr, sp.Expr]:
+    """MLA over the latent cache (absorbed form): scores over C = kv_lora_rank + rope dims, values
+    over the kv_lora_rank latent; every query head reads the same latent (MQA-like)."""
+    q, kv = ins[0], ins[1]
+    ctx = _dim(kv, node.attrs["context_dim"])
+    per_pos = _dim(q, "C") + _dim(T[node.outputs[0]], "R")
+    heads = _dim(q, "B") * _dim(q, "Tq") * _dim(q, "Hq")
+    if node.attrs.get("prefill"):
+        return 2 * heads * per_pos * (ctx + 1) / 2, kv.nbytes() / _dim(kv, "B") + io
+    return 2 * heads * per_pos * ctx, kv.nbytes() + io
 
 
 def annotate_resources(g: Graph) -> Graph:

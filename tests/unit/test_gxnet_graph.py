@@ -43,3 +43,31 @@ def test_graph_is_immutable_and_cached():
         pass
     else:  # pragma: no cover
         raise AssertionError("graph tensors must be read-only")
+
+
+def test_deepseek_v3_has_dense_prefix_and_mla_layers():
+    m = model("deepseek_v3")
+    g = build_model_graph(m)
+    assert [(s.name, s.repeat) for s in g.sections] == [
+        ("embedding", 1), ("dense_layers", 3), ("decoder_block", 58), ("lm_head", 1)]
+    dense, moe = g.sections[1], g.sections[2]
+    assert {n.op for n in dense.nodes} >= {"latent_attention", "matmul"} and "router" not in {n.op for n in dense.nodes}
+    assert g.tensors["D0.w_dense"].shape == (3, 7168, 18432)
+    # the cache holds the latent and the shared rope key: 512 + 64 elements per token
+    assert g.tensors["L0.kv"].shape == (B, S, 576)
+    assert g.tensors["L0.w_shared"].shape == (3, 7168, 2048) and "L0.b_router" in g.tensors
+    assert "L0.s" in next(n for n in moe.nodes if n.op == "expert_combine").inputs
+
+
+def test_graph_weights_match_the_parameter_count():
+    # every matrix and bias of the graph, times its section's repeats, is the model's count minus
+    # the RMSNorm gains (not graph tensors)
+    for name in ("deepseek_v3", "llama3_1_8b", "gpt_oss_20b", "mixtral_8x7b"):
+        m = model(name)
+        g = build_model_graph(m)
+        n = 0
+        for sec in g.sections:
+            names = {t for node in sec.nodes for t in node.inputs + node.outputs}
+            n += sec.repeat * sum(int(g.tensors[t].numel(local=False)) for t in names
+                                  if g.tensors[t].role == "weight")
+        assert n == m.total_params() - m.param_groups()["norms"], name

@@ -36,3 +36,31 @@ def test_max_batch_is_a_power_of_two_that_fits():
     b = max_batch(d)
     assert b == 16
     assert memory_breakdown_bytes(d.model, d.accelerator, d.parallel, d.precision, b, 5_000_000)[1] < 288e9
+
+
+def _deepseek(parallel, precision="fp8"):
+    from gxnet.precision import PrecisionSpec
+    from gxnet.testing import accelerator, model
+
+    return model("deepseek_v3"), accelerator("h200"), parallel, PrecisionSpec.preset(precision)
+
+
+def test_mla_latent_cache_is_replicated_by_tp_and_split_by_kvp():
+    from gxnet.parallel import ParallelSpec
+
+    per_user = 32768 * 61 * 576 * 2  # latent + rope key, BF16, every layer
+    _, kv_tp = memory_breakdown_bytes(*_deepseek(ParallelSpec(scheme="tp_ep", tp=8, ep=1)), 2, 32768)
+    assert kv_tp == 2 * per_user  # TP over heads: every rank holds the whole latent cache
+    _, kv_kvp = memory_breakdown_bytes(*_deepseek(ParallelSpec(kvp=8, tpa=1, ep=8, tpe=1)), 2, 32768)
+    assert kv_kvp == 2 * per_user // 8  # KVP splits it by sequence
+
+
+def test_largest_batch_is_exact():
+    from gxnet.memory import largest_batch
+    from gxnet.parallel import ParallelSpec
+
+    m, a, p, prec = _deepseek(ParallelSpec(scheme="tp_ep", tp=8, ep=1))
+    n = largest_batch(m, a, p, prec, 32768)
+    assert sum(memory_breakdown_bytes(m, a, p, prec, n, 32768)) <= a.hbm_bytes
+    assert sum(memory_breakdown_bytes(m, a, p, prec, n + 1, 32768)) > a.hbm_bytes
+    assert 16 <= n < 32

@@ -36,3 +36,27 @@ def test_bad_parallel_specs(kw, words):
     with pytest.raises(SpecError) as e:
         ParallelSpec(**kw)
     assert all(w in str(e.value) for w in words), str(e.value)
+
+
+def test_dp_attention_degrees_and_groups():
+    from gxnet.parallel import ParallelSpec
+
+    p = ParallelSpec(scheme="dp_attention", dpa=4, tpa=2, ep=8)
+    assert (p.world, p.kvp, p.tpa, p.ep, p.tpe) == (8, 4, 2, 8, 1)
+    assert p.axis_size("dpa") == 4 and p.groups("dpa") == ((0, 2, 4, 6), (1, 3, 5, 7))
+    assert p.as_dict()["dpa"] == 4 and "DPA4" in p.label()
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(dpa=8), ["dp_attention needs", "ep"]),
+    (dict(dpa=8, ep=8, kvp=2), ["parallel.kvp=2", "dpa"]),
+    (dict(dpa=6, ep=2), ["dpa=6", "power of two"]),
+    (dict(dpa=2, ep=8), ["EP*TPE", "DPA*TPA=2*1=2"]),
+])
+def test_dp_attention_bad_degrees(kw, words):
+    from collectives.errors import SpecError
+    from gxnet.parallel import ParallelSpec
+
+    with pytest.raises(SpecError) as e:
+        ParallelSpec(scheme="dp_attention", **kw)
+    assert all(w in str(e.value) for w in words), str(e.value)

@@ -156,3 +156,20 @@ def test_pass_manager_checks_invariants_after_each_pass():
     ok.run(build_model_graph(M5T))
     assert [n for n, _ in ok.history] == ["input", "decode", "precision", "sharding[helix]",
                                           "collective_insertion", "fusion", "resources", "roofline"]
+
+
+def test_mla_sharding_and_absorbed_attention_cost():
+    from gxnet.ir import KVP, TPA
+    from gxnet.testing import model
+
+    m = model("deepseek_v3")
+    g = PassManager(standard_pipeline("helix", PrecisionSpec.preset("fp8"), None)).run(build_model_graph(m))
+    kv = g.tensors["L0.kv"]
+    assert kv.placement.axes_of("S") == ("kvp",) and kv.local_shape[1:] == (sp.ceiling(S / KVP), 576)
+    fd = next(n for _, n in g.nodes() if n.name == "L0.flash_decode")
+    # scores over latent + rope (576), values over the latent (512), per local head and position
+    assert sp.simplify(fd.attrs["flops"] - 2 * B * (128 / TPA) * sp.ceiling(S / KVP) * (576 + 512)) == 0
+    # the partial latent outputs are exchanged over KVP, then heads split over TPA x KVP
+    a2a = [n for _, n in g.collectives() if n.op == "alltoall"]
+    assert a2a and all(n.attrs["axis"] == "kvp" for n in a2a)
+    assert g.tensors["L0.ol"].placement.axes_of("Hq") == ("tpa", "kvp")
