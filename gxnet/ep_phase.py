@@ -103,10 +103,13 @@ class EpDeployment:
 
     @property
     def memory_bytes_per_rank(self) -> int:
-        """Weights: attention, norms, router, embedding and LM head replicated; ceil(E/EP) experts."""
+        """Weights: everything but the routed experts replicated (attention, norms, router, shared
+        experts, dense FFN layers, embedding and LM head); ceil(E/EP) routed experts per MoE layer."""
         m, bits = self.model, self.precision.weights_bits
-        replicated = m.layers * (m.attention_params() + m.hidden * m.experts + m.hidden) + m.embedding_params()
-        experts = m.layers * -(-m.experts // self.ep) * m.expert_params()
+        groups = m.param_groups()
+        replicated = sum(v for k, v in groups.items() if k != "routed_experts")
+        moe_layers = m.ffn_kinds().count("moe")
+        experts = moe_layers * -(-m.experts // self.ep) * m.expert_params()
         return (replicated + experts) * bits // 8
 
     @property
@@ -202,7 +205,7 @@ def build_phase_plan(d: EpDeployment) -> PhasePlan:
         return CollectiveEntry(name, region, axis, collective, int(payload), group, demand)
 
     kv_gather = p.phase == "prefill" and d.ep > 1
-    kv_payload = p.tokens * m.kv_heads * 2 * m.head_dim * d.precision.comm_bits // 8  # gathered prompt K/V
+    kv_payload = p.tokens * m.kv_elements_per_layer() * d.precision.comm_bits // 8  # gathered prompt K/V (or MLA latent)
     prologue, epilogue, layers = [], [], []
     layer = 0
     for sec_name, repeat, slots in sections:
