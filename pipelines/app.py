@@ -72,14 +72,41 @@ def user_error(message: str) -> None:
     sys.exit(2)
 
 
-def run_guarded(fn: Callable[[], Any]) -> Any:
-    """Run ``fn``; user errors become one line and exit 2."""
+def run_guarded(fn: Callable[[], Any], out_dir: Path | None = None) -> Any:
+    """Run ``fn``; user errors become one line and exit 2. ``out_dir``: the run directory Hydra
+    made for this run, emptied of what Hydra wrote there (``.hydra/``, the job log) so that bad
+    input leaves nothing behind."""
     from collectives.errors import SpecError
 
     try:
         return fn()
     except SpecError as exc:
+        if out_dir is not None:
+            discard_run_dir(Path(out_dir))
         user_error(str(exc))
+
+
+def discard_run_dir(out_dir: Path) -> None:
+    """Remove Hydra's files of a run that refused its input, then the folders left empty (up to
+    the working directory): the folder of a refused run must not look like a result."""
+    import logging
+    import shutil
+
+    for handler in logging.getLogger().handlers[:]:  # Hydra's job log: close it before removing
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == out_dir.resolve():
+            handler.close()
+            logging.getLogger().removeHandler(handler)
+            Path(handler.baseFilename).unlink(missing_ok=True)
+    shutil.rmtree(out_dir / ".hydra", ignore_errors=True)
+    cwd, folder = Path.cwd().resolve(), out_dir.resolve()
+    while folder != cwd and cwd in folder.parents:
+        try:
+            folder.rmdir()  # only when empty
+        except OSError:
+            break
+        folder = folder.parent
+    if folder == out_dir.resolve() != cwd and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()  # an absolute hydra.run.dir outside the working directory
 
 
 def gx_main(config_name: str, *, track: bool = True) -> Callable[[Callable], Callable[[], None]]:
@@ -95,7 +122,7 @@ def gx_main(config_name: str, *, track: bool = True) -> Callable[[Callable], Cal
 
         def _main(cfg) -> None:
             out_dir = Path(HydraConfig.get().runtime.output_dir)
-            outcome = run_guarded(lambda: fn(cfg))
+            outcome = run_guarded(lambda: fn(cfg), out_dir)
             results, artifacts = outcome if isinstance(outcome, tuple) else (outcome, None)
             write_outputs(out_dir, results, artifacts)
             if track:
@@ -271,11 +298,13 @@ def _has_key(cfg, path: str) -> bool:
 
 
 def _unknown_key_message(line: str, path: str, cfg, loader, config_name: str) -> str:
-    """``line`` sets ``path``, which the composed config (``cfg``, without it) lacks."""
-    from omegaconf import OmegaConf
-
-    parent, _, leaf = path.rpartition(".")
-    node = OmegaConf.select(cfg, parent, default=None) if parent else cfg
+    """``line`` sets ``path``, which the composed config ``cfg`` lacks: name the first missing
+    segment of the path and the closest key there."""
+    parts = path.split(".")
+    node, depth = cfg, 0
+    while depth < len(parts) - 1 and hasattr(node, "keys") and parts[depth] in node:
+        node, depth = node[parts[depth]], depth + 1
+    parent, leaf = ".".join(parts[:depth]), parts[depth]
     known = [str(k) for k in node.keys()] if hasattr(node, "keys") else []
     known = [k for k in known if k not in (leaf, "hydra")] + ([] if parent else _chosen_groups(loader, config_name))
     where = f"{parent}" if parent else f"the {config_name} config"
