@@ -192,7 +192,8 @@ _COUNT = (
 )
 _INDEX = (
     "warmup", "fault.rank", "fault.plan", "fault.iteration", "fault.activation", "model.window_tokens",
-    "workload.seed", "scheduler.seed", "routing.seed", "topology.offsets", "topology.folds", "network.ocs_folds",
+    "workload.seed", "scheduler.seed", "routing.seed", "topology.offsets",
+    # (fold masks, topology.folds and network.ocs_folds, are bit strings like 0b1111: their parser checks them)
 )
 _SIZE = ("size", "meshes.payloads", "max_kernel_bytes", "accelerator.hbm_bytes", "workload.bytes_per_rank",
          "network.buffer")
