@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -181,19 +182,26 @@ def absolute_config_paths(argv: list[str]) -> list[str]:
     return out
 
 
-def config_loader(config_path: str | None, config_dir: str | None):
+def config_loader(config_path: str | None, config_dir: str | None, overrides: list[str] = ()):
     """Hydra's config loader over the search path Hydra itself builds for a gx pipeline
     (``hydra._internal.utils._run_hydra``): the primary config dir (``--config-path`` or conf/),
-    search-path plugins (hydra_plugins/gx_conf: conf/ stays reachable), then ``--config-dir``;
-    ``hydra.searchpath`` overrides are added by the loader while composing."""
+    search-path plugins (hydra_plugins/gx_conf_searchpath: conf/ stays reachable), ``--config-dir``,
+    then the ``hydra.searchpath`` of the overrides (the loader adds those only while composing;
+    here they are on its repository too, so group options found there can be suggested)."""
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra._internal.utils import create_config_search_path
     from hydra.core.config_search_path import SearchPathQuery
+    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     search_path = create_config_search_path(config_path or CONF_DIR)
     if config_dir is not None:
         search_path.prepend(provider="command-line", path=f"file://{os.path.abspath(config_dir)}",
                             anchor=SearchPathQuery(provider="schema"))
+    for o in OverridesParser.create().parse_overrides([o for o in overrides if o.startswith("hydra.searchpath=")]):
+        if isinstance(o.value(), list):
+            for entry in o.value():
+                search_path.prepend(provider="hydra.searchpath", path=str(entry),
+                                    anchor=SearchPathQuery(provider="schema"))
     return ConfigLoaderImpl(config_search_path=search_path)
 
 
@@ -215,19 +223,37 @@ def precheck_overrides(config_name: str, argv: list[str]) -> None:
     except SystemExit:  # a malformed flag: Hydra's own parser reports it
         return
     config_name = args.config_name or config_name
+    loader = None
     try:
-        if args.config_dir is not None and not os.path.isdir(args.config_dir):
-            raise _Refused(f"--config-dir {args.config_dir} is not a directory")
-        loader = config_loader(args.config_path, args.config_dir)
-        _compose_and_validate(loader, config_name, args.overrides)
+        for flag, path in (("--config-dir", args.config_dir), ("--config-path", args.config_path)):
+            if path is not None and not path.startswith("pkg://") and not os.path.isdir(path):
+                raise _Refused(f"{flag} {path} is not a directory; give a folder laid out like conf/ "
+                               f"(e.g. DIR/model/my_model.yaml)")
+        loader = config_loader(args.config_path, args.config_dir, args.overrides)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                _compose_and_validate(loader, config_name, args.overrides)
+            finally:  # a missing search dir is the cause of whatever composition then reported
+                _refuse_missing_search_dirs(caught)
     except _Refused as exc:
         user_error(str(exc))
     except Exception as exc:  # Hydra/OmegaConf composition and parse errors, SpecError
-        user_error(_explain(exc, loader if "loader" in locals() else None, config_name, args.overrides))
+        user_error(_explain(exc, loader, config_name, args.overrides))
 
 
 class _Refused(Exception):
     """An override refused at entry, with its one-line message."""
+
+
+def _refuse_missing_search_dirs(caught: list) -> None:
+    """Hydra only warns about a ``hydra.searchpath`` entry that does not exist."""
+    for w in caught:
+        text = str(w.message)
+        if "is not available" in text:
+            path = text.split("path=")[-1].removesuffix(" is not available.")
+            raise _Refused(f"hydra.searchpath: {path} is not a directory; give file:///absolute/path "
+                           f"entries of folders laid out like conf/")
 
 
 def _compose_and_validate(loader, config_name: str, overrides: list[str]) -> None:
@@ -284,7 +310,7 @@ def _refuse_unknown_additions(loader, config_name: str, hydra_overrides: list[st
         if o.is_force_add():  # ++key=value overrides an existing key, or adds one
             others = [v for v in variant if v != o.input_line]
             before = loader.load_configuration(config_name, hydra_overrides + others, run_mode=RunMode.RUN)
-            if OmegaConf.select(before, path, default=None) is not None or _has_key(before, path):
+            if _has_key(before, path):
                 continue
         raise _Refused(_unknown_key_message(o.input_line, path, composed, loader, config_name))
 

@@ -211,6 +211,10 @@ NAMED = [
     ("search", ("search.within=inf",), "search.within"),
     # user config dirs that do not exist, sweeps with one bad value
     ("decode", ("--config-dir", "no/such/dir"), "no/such/dir"),
+    ("decode", ("--config-path=/no/such/dir",), "/no/such/dir"),
+    ("search", ("hydra.searchpath=[file:///no/such/dir]",), "/no/such/dir"),
+    ("decode", ("hydra.searchpath=[file:///no/such/dir]", "model=mine"), "/no/such/dir"),
+    ("decode", ("hydra.searchpath=file:///x",), "hydra.searchpath"),
     ("decode", ("-m", "batch=1,nan"), "batch"),
     ("decode", ("-m", "fabric=all_eps,all_ocx"), "did you mean 'all_ocs'"),
     ("decode", ("-m", "batch=1,2", "+batchsize=3"), "did you mean 'batch'"),
