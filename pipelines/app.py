@@ -413,12 +413,16 @@ def _schema_key_message(key: str, class_name: str) -> str | None:
 
 
 def _base_config(loader, config_name: str):
+    """The pipeline's config without the user's overrides (composed once per loader)."""
     from hydra.types import RunMode
 
-    try:
-        return loader.load_configuration(config_name, [], run_mode=RunMode.RUN)
-    except Exception:
-        return None
+    cache = loader.__dict__.setdefault("_gx_base", {})
+    if config_name not in cache:
+        try:
+            cache[config_name] = loader.load_configuration(config_name, [], run_mode=RunMode.RUN)
+        except Exception:
+            cache[config_name] = None
+    return cache[config_name]
 
 
 def _options(loader, group: str) -> list[str]:

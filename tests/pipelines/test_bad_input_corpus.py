@@ -209,6 +209,18 @@ NAMED = [
     ("replay", ("predict.nodes=0",), "predict.nodes"),
     ("replay", ("predict.nodes=many",), "predict.nodes"),
     ("search", ("search.within=inf",), "search.within"),
+    # rules across fields, checked while the specs are built (after Hydra made the run folder,
+    # which must be gone again)
+    ("decode", ("parallel.kvp=3", "parallel.tpa=128"), "power of two"),
+    ("decode", ("batch=32",), "batch"),
+    ("search", ("world=48",), "world"),
+    ("splits", ("world=3",), "world"),
+    ("demand", ("parallel.ep=512", "parallel.tpe=1"), "experts"),
+    ("collective", ("topology.ranks=12",), "power of two"),
+    ("collective", ("schedule=fastest",), "schedule"),
+    ("plan", ("world=255",), "world"),
+    ("alltoallv", ("schedulers=[variopath,nosuch]",), "nosuch"),
+    ("replay", (), "schedule"),
     # user config dirs that do not exist, sweeps with one bad value
     ("decode", ("--config-dir", "no/such/dir"), "no/such/dir"),
     ("decode", ("--config-path=/no/such/dir",), "/no/such/dir"),
