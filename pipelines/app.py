@@ -8,11 +8,13 @@ atomically into the Hydra run directory together with any artifacts the function
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -71,14 +73,41 @@ def user_error(message: str) -> None:
     sys.exit(2)
 
 
-def run_guarded(fn: Callable[[], Any]) -> Any:
-    """Run ``fn``; user errors become one line and exit 2."""
+def run_guarded(fn: Callable[[], Any], out_dir: Path | None = None) -> Any:
+    """Run ``fn``; user errors become one line and exit 2. ``out_dir``: the run directory Hydra
+    made for this run, emptied of what Hydra wrote there (``.hydra/``, the job log) so that bad
+    input leaves nothing behind."""
     from collectives.errors import SpecError
 
     try:
         return fn()
     except SpecError as exc:
+        if out_dir is not None:
+            discard_run_dir(Path(out_dir))
         user_error(str(exc))
+
+
+def discard_run_dir(out_dir: Path) -> None:
+    """Remove Hydra's files of a run that refused its input, then the folders left empty (up to
+    the working directory): the folder of a refused run must not look like a result."""
+    import logging
+    import shutil
+
+    for handler in logging.getLogger().handlers[:]:  # Hydra's job log: close it before removing
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == out_dir.resolve():
+            handler.close()
+            logging.getLogger().removeHandler(handler)
+            Path(handler.baseFilename).unlink(missing_ok=True)
+    shutil.rmtree(out_dir / ".hydra", ignore_errors=True)
+    cwd, folder = Path.cwd().resolve(), out_dir.resolve()
+    while folder != cwd and cwd in folder.parents:
+        try:
+            folder.rmdir()  # only when empty
+        except OSError:
+            break
+        folder = folder.parent
+    if folder == out_dir.resolve() != cwd and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()  # an absolute hydra.run.dir outside the working directory
 
 
 def gx_main(config_name: str, *, track: bool = True) -> Callable[[Callable], Callable[[], None]]:
@@ -94,7 +123,7 @@ def gx_main(config_name: str, *, track: bool = True) -> Callable[[Callable], Cal
 
         def _main(cfg) -> None:
             out_dir = Path(HydraConfig.get().runtime.output_dir)
-            outcome = run_guarded(lambda: fn(cfg))
+            outcome = run_guarded(lambda: fn(cfg), out_dir)
             results, artifacts = outcome if isinstance(outcome, tuple) else (outcome, None)
             write_outputs(out_dir, results, artifacts)
             if track:
@@ -105,6 +134,7 @@ def gx_main(config_name: str, *, track: bool = True) -> Callable[[Callable], Cal
 
         @functools.wraps(fn)
         def entry() -> None:
+            sys.argv[1:] = absolute_config_paths(sys.argv[1:])
             precheck_overrides(config_name, sys.argv[1:])
             hydra_main()
 
@@ -130,69 +160,288 @@ def track_single_run(pipeline: str, cfg, results: dict, out_dir: Path) -> None:
                       params=plain, results=results, artifact_dir=out_dir, error=None)
 
 
-_HYDRA_FLAGS_WITH_VALUE = {"--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--experimental-rerun"}
+_INFO_FLAGS = ("--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc")
+_PATH_FLAGS = ("--config-path", "-cp", "--config-dir", "-cd")
+
+
+def absolute_config_paths(argv: list[str]) -> list[str]:
+    """``--config-path``/``--config-dir`` relative to the working directory, as a user means them
+    (Hydra takes a relative ``--config-path`` relative to the app's source file)."""
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        flag, eq, value = arg.partition("=")
+        if flag in _PATH_FLAGS and eq and not value.startswith("pkg://"):
+            arg = f"{flag}={os.path.abspath(value)}"
+        elif arg in _PATH_FLAGS and i + 1 < len(argv) and not argv[i + 1].startswith("pkg://"):
+            out += [arg, os.path.abspath(argv[i + 1])]
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
+def config_loader(config_path: str | None, config_dir: str | None, overrides: list[str] = ()):
+    """Hydra's config loader over the search path Hydra itself builds for a gx pipeline
+    (``hydra._internal.utils._run_hydra``): the primary config dir (``--config-path`` or conf/),
+    search-path plugins (hydra_plugins/gx_conf_searchpath: conf/ stays reachable), ``--config-dir``,
+    then the ``hydra.searchpath`` of the overrides (the loader adds those only while composing;
+    here they are on its repository too, so group options found there can be suggested)."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.config_search_path import SearchPathQuery
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    search_path = create_config_search_path(config_path or CONF_DIR)
+    if config_dir is not None:
+        search_path.prepend(provider="command-line", path=f"file://{os.path.abspath(config_dir)}",
+                            anchor=SearchPathQuery(provider="schema"))
+    for o in OverridesParser.create().parse_overrides([o for o in overrides if o.startswith("hydra.searchpath=")]):
+        if isinstance(o.value(), list):
+            for entry in o.value():
+                search_path.prepend(provider="hydra.searchpath", path=str(entry),
+                                    anchor=SearchPathQuery(provider="schema"))
+    return ConfigLoaderImpl(config_search_path=search_path)
 
 
 def precheck_overrides(config_name: str, argv: list[str]) -> None:
     """Compose the config before Hydra runs, so a bad override is one line and exit 2.
 
     Hydra itself reports composition errors with exit code 1 and a hint paragraph; the
-    project's rule for bad input is one line and exit 2, keeping Hydra's own message. For a
-    ``-m`` sweep, every value of every swept key is composed once (with the other keys at
-    their first value), so a bad option fails before Ray starts, without composing the
-    whole cartesian product.
+    project's rule for bad input is one line and exit 2. The composition uses Hydra's own
+    search path (``--config-path``, ``--config-dir``, ``hydra.searchpath``). For a ``-m`` sweep,
+    every value of every swept key is composed once (with the other keys at their first value),
+    so a bad option fails before Ray starts, without composing the whole cartesian product.
     """
-    if any(a in ("--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc") for a in argv):
+    if any(a in _INFO_FLAGS for a in argv):
         return
-    overrides: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
-        if arg in _HYDRA_FLAGS_WITH_VALUE:
-            skip = True
-            continue
-        if arg.startswith("-"):
-            continue
-        if arg.lstrip("+~").startswith("hydra.") or arg.lstrip("+~").startswith("hydra/"):
-            continue
-        overrides.append(arg)
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+    from hydra._internal.utils import get_args_parser
+
+    try:
+        args = get_args_parser().parse_args(argv)
+    except SystemExit:  # a malformed flag: Hydra's own parser reports it
+        return
+    config_name = args.config_name or config_name
+    loader = None
+    try:
+        for flag, path in (("--config-dir", args.config_dir), ("--config-path", args.config_path)):
+            if path is not None and not path.startswith("pkg://") and not os.path.isdir(path):
+                raise _Refused(f"{flag} {path} is not a directory; give a folder laid out like conf/ "
+                               f"(e.g. DIR/model/my_model.yaml)")
+        loader = config_loader(args.config_path, args.config_dir, args.overrides)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                _compose_and_validate(loader, config_name, args.overrides)
+            finally:  # a missing search dir is the cause of whatever composition then reported
+                _refuse_missing_search_dirs(caught)
+    except _Refused as exc:
+        user_error(str(exc))
+    except Exception as exc:  # Hydra/OmegaConf composition and parse errors, SpecError
+        user_error(_explain(exc, loader, config_name, args.overrides))
+
+
+class _Refused(Exception):
+    """An override refused at entry, with its one-line message."""
+
+
+def _refuse_missing_search_dirs(caught: list) -> None:
+    """Hydra only warns about a ``hydra.searchpath`` entry that does not exist."""
+    for w in caught:
+        text = str(w.message)
+        if "is not available" in text:
+            path = text.split("path=")[-1].removesuffix(" is not available.")
+            raise _Refused(f"hydra.searchpath: {path} is not a directory; give file:///absolute/path "
+                           f"entries of folders laid out like conf/")
+
+
+def _compose_and_validate(loader, config_name: str, overrides: list[str]) -> None:
+    from hydra.types import RunMode
     from omegaconf import OmegaConf
 
     from pipelines.schema import validate
 
-    try:
-        variants, scalars = _sweep_variants(overrides)
-        with initialize_config_dir(version_base=None, config_dir=CONF_DIR):
-            for variant in variants:
-                composed = compose(config_name=config_name, overrides=variant)
-                validate(config_name, OmegaConf.to_container(composed, resolve=True))
-                if variant is variants[0]:
-                    base = composed
-        for key, value in scalars:  # a swept plain value: set it on the first composition
-            trial = OmegaConf.create(OmegaConf.to_container(base, resolve=False))
-            OmegaConf.update(trial, key, value, merge=False)
-            validate(config_name, OmegaConf.to_container(trial, resolve=True))
-    except Exception as exc:  # Hydra/OmegaConf composition and parse errors
-        message = " ".join(str(exc).split()).split(" Config search path:")[0]
-        hint = "" if "Available options" in message else _option_hint(message)
-        user_error(f"{message}{hint}")
-    finally:
-        GlobalHydra.instance().clear()
+    hydra_overrides = [o for o in overrides if _is_hydra_key(o)]
+    task_overrides = [o for o in overrides if not _is_hydra_key(o)]
+    variants, scalars = _sweep_variants(task_overrides, is_group=loader.repository.group_exists)
+    base = None
+    for variant in variants:
+        composed = loader.load_configuration(config_name, hydra_overrides + variant, run_mode=RunMode.RUN)
+        with_hydra = OmegaConf.to_container(composed, resolve=False)
+        composed = OmegaConf.create({k: v for k, v in with_hydra.items() if k != "hydra"})
+        _refuse_unknown_additions(loader, config_name, hydra_overrides, variant, composed)
+        validate(config_name, OmegaConf.to_container(composed, resolve=True))
+        base = composed if base is None else base
+    for key, value in scalars:  # a swept plain value: set it on the first composition
+        trial = OmegaConf.create(OmegaConf.to_container(base, resolve=False))
+        OmegaConf.update(trial, key, value, merge=False)
+        validate(config_name, OmegaConf.to_container(trial, resolve=True))
 
 
-def _sweep_variants(overrides: list[str]) -> tuple[list[list[str]], list[tuple[str, Any]]]:
+def _is_hydra_key(override: str) -> bool:
+    key = override.lstrip("+~")
+    return key.startswith("hydra.") or key.startswith("hydra/") or key == "hydra"
+
+
+def _refuse_unknown_additions(loader, config_name: str, hydra_overrides: list[str], variant: list[str],
+                              composed) -> None:
+    """``+key=value`` adds a key Hydra did not have: refused unless it selects a config group
+    option or names a field its group's schema declares (``+precision.kv_bits=8``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    from pipelines.schema import SCHEMAS
+
+    for o in OverridesParser.create().parse_overrides(variant):
+        if not (o.is_add() or o.is_force_add()):
+            continue
+        path = o.key_or_group
+        if loader.repository.group_exists(path):
+            continue
+        head, _, rest = path.partition(".")
+        if head in SCHEMAS and rest:
+            declared = [f.name for f in dataclasses.fields(SCHEMAS[head])]
+            field = rest.split(".")[0]
+            if field in declared:
+                continue
+            raise _Refused(f"{o.input_line}: {head} has no field {field!r}{did_you_mean(field, declared)}")
+        if o.is_force_add():  # ++key=value overrides an existing key, or adds one
+            others = [v for v in variant if v != o.input_line]
+            before = loader.load_configuration(config_name, hydra_overrides + others, run_mode=RunMode.RUN)
+            if _has_key(before, path):
+                continue
+        raise _Refused(_unknown_key_message(o.input_line, path, composed, loader, config_name))
+
+
+def _has_key(cfg, path: str) -> bool:
+    from omegaconf import OmegaConf
+
+    parent, _, leaf = path.rpartition(".")
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    return hasattr(node, "keys") and leaf in node
+
+
+def _unknown_key_message(line: str, path: str, cfg, loader, config_name: str) -> str:
+    """``line`` sets ``path``, which the composed config ``cfg`` lacks: name the first missing
+    segment of the path and the closest key there."""
+    parts = path.split(".")
+    node, depth = cfg, 0
+    while depth < len(parts) - 1 and hasattr(node, "keys") and parts[depth] in node:
+        node, depth = node[parts[depth]], depth + 1
+    parent, leaf = ".".join(parts[:depth]), parts[depth]
+    known = [str(k) for k in node.keys()] if hasattr(node, "keys") else []
+    known = [k for k in known if k not in (leaf, "hydra")] + ([] if parent else _chosen_groups(loader, config_name))
+    where = f"{parent}" if parent else f"the {config_name} config"
+    return f"{line}: {where} has no key {leaf!r}{did_you_mean(leaf, known)}"
+
+
+def _chosen_groups(loader, config_name: str) -> list[str]:
+    """The config groups the pipeline's defaults list chooses from (null choices included)."""
+    base = _base_config(loader, config_name)
+    choices = base.hydra.runtime.choices if base is not None else {}
+    return [g for g in choices if not str(g).startswith("hydra")]
+
+
+def did_you_mean(word: str, choices, *, list_all: bool = True) -> str:
+    """'; did you mean 'x'?' for the closest of ``choices``, else (``list_all``) the choices."""
+    import difflib
+
+    choices = sorted(set(str(c) for c in choices))
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f"; choose one of: {', '.join(choices)}" if list_all and choices and len(choices) <= 40 else ""
+
+
+def _explain(exc: Exception, loader, config_name: str, overrides: list[str]) -> str:
+    """One line for a composition/validation error: what, which value, and the fix, with a
+    did-you-mean for a mistyped key or option; never Hydra's ``+key`` append hint."""
+    import re
+
+    message = " ".join(str(exc).split()).split(" Config search path:")[0]
+    if loader is None:
+        return message
+    m = re.search(r"Could not override '([\w.@/-]+)'\. (No match in the defaults list|To append)", message)
+    if m:
+        path = m.group(1)
+        line = next((o for o in overrides if o.split("=", 1)[0].lstrip("~") == path), path)
+        base = _base_config(loader, config_name)
+        if m.group(2).startswith("No match") and base is not None and path in base:
+            return (f"{line}: {path} is set in the {config_name} config itself, not chosen from "
+                    f"conf/{path}/; set its fields instead ({path}.name=...)")
+        return _unknown_key_message(line, path, base if base is not None else {}, loader, config_name)
+    m = re.search(r"Could not find '([\w/]+)/([\w.-]+)'", message)
+    if m:
+        group, option = m.group(1), m.group(2)
+        options = _options(loader, group)
+        if options:
+            return (f"{group}={option}: no such {group}{did_you_mean(option, options, list_all=False)} "
+                    f"(options: {', '.join(options)}; own configs: --config-dir DIR with {group}/NAME.yaml)")
+    m = re.search(r"Could not append to config\. An item is already at '([\w.]+)'", message)
+    if m:
+        key = m.group(1)
+        line = next((o for o in overrides if o.split("=", 1)[0] == f"+{key}"), f"+{key}=...")
+        return f"{line}: {key} already exists; set it without '+': {line[1:]}"
+    m = re.search(r"Key '(\w+)' not in '(\w+)'", message)
+    if m:
+        return _schema_key_message(m.group(1), m.group(2)) or message
+    m = re.search(r"^(.*?) full_key: ([\w.\[\]]+) object_type=(\w+)", message)
+    if m:
+        group = _schema_group(m.group(3))
+        return f"{group + '.' if group else ''}{m.group(2)}: {m.group(1)}"
+    return message
+
+
+def _schema_group(class_name: str) -> str | None:
+    from pipelines.schema import SCHEMAS
+
+    return next((g for g, cls in SCHEMAS.items() if cls.__name__ == class_name), None)
+
+
+def _schema_key_message(key: str, class_name: str) -> str | None:
+    import dataclasses
+
+    from pipelines.schema import SCHEMAS
+
+    group = _schema_group(class_name)
+    if group is None:
+        return None
+    declared = [f.name for f in dataclasses.fields(SCHEMAS[group])]
+    return f"{group}.{key}: {group} has no field {key!r}{did_you_mean(key, declared)}"
+
+
+def _base_config(loader, config_name: str):
+    """The pipeline's config without the user's overrides (composed once per loader)."""
+    from hydra.types import RunMode
+
+    cache = loader.__dict__.setdefault("_gx_base", {})
+    if config_name not in cache:
+        try:
+            cache[config_name] = loader.load_configuration(config_name, [], run_mode=RunMode.RUN)
+        except Exception:
+            cache[config_name] = None
+    return cache[config_name]
+
+
+def _options(loader, group: str) -> list[str]:
+    return sorted(o for o in loader.get_group_options(group) if not o.endswith("_schema"))
+
+
+def _sweep_variants(overrides: list[str], is_group: Callable[[str], bool] | None = None,
+                    ) -> tuple[list[list[str]], list[tuple[str, Any]]]:
     """Override lists covering every value of every swept key at least once.
 
     Values of a config group (``fabric=all_eps,all_ocs``) or with a ``+``/``~`` prefix change
     the composition: each is composed (other keys at their first value). The other values of a
     plain key (``batch=range(1,65)``) are returned as (key, value) to be set on the first
-    composition and validated there, which costs milliseconds instead of a composition each."""
+    composition and validated there, which costs milliseconds instead of a composition each.
+    ``is_group``: whether a key names a config group (default: a folder of conf/)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    if is_group is None:
+        is_group = lambda key: (Path(CONF_DIR) / key).is_dir()  # noqa: E731
     parsed = OverridesParser.create().parse_overrides(overrides)
     base, swept, scalars = [], [], []
     for o in parsed:
@@ -201,7 +450,7 @@ def _sweep_variants(overrides: list[str]) -> tuple[list[list[str]], list[tuple[s
             values = [f"{key}={v}" for v in o.sweep_string_iterator()]
             base.append(values[0])
             group = o.is_add() or o.is_delete() or o.is_force_add() or "/" in key or "@" in key or \
-                (Path(CONF_DIR) / key.split(".")[0]).is_dir()
+                is_group(key.split(".")[0])
             if group:
                 swept.append((len(base) - 1, values))
             else:
@@ -213,17 +462,3 @@ def _sweep_variants(overrides: list[str]) -> tuple[list[list[str]], list[tuple[s
         for value in values[1:]:
             variants.append(base[:pos] + [value] + base[pos + 1:])
     return variants, scalars
-
-
-def _option_hint(message: str) -> str:
-    """Name the available options when Hydra could not find a config group option."""
-    import re
-
-    m = re.search(r"Could not find '([\w/]+)/([\w.-]+)'", message)
-    if not m:
-        return ""
-    group_dir = Path(CONF_DIR) / m.group(1)
-    if not group_dir.is_dir():
-        return ""
-    options = sorted(p.stem for p in group_dir.glob("*.yaml"))
-    return f" (unknown {m.group(1)} {m.group(2)!r}; available: {', '.join(options)})"

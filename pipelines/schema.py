@@ -1,4 +1,4 @@
-"""Structured-config validation at entry (Hydra ConfigStore schemas, OmegaConf.to_object).
+"""Structured-config validation at entry (dataclass schemas, OmegaConf.to_object, field kinds).
 
 Each config group that users override has a dataclass schema; ``validate`` merges the composed
 group node into its schema so an unknown key or a value of the wrong type fails before anything
@@ -16,14 +16,10 @@ SCHEMAS: dict[str, type] = {}
 
 
 def schema(group: str):
+    """Register ``cls`` as the schema of a config group. Not stored in Hydra's ConfigStore: a
+    stored node would show up as an option of the group (``fabric=fabric_schema``)."""
     def deco(cls):
         SCHEMAS[group] = cls
-        try:
-            from hydra.core.config_store import ConfigStore
-
-            ConfigStore.instance().store(group=group, name=f"{group}_schema", node=cls, provider="gxnet")
-        except Exception:  # pragma: no cover - hydra is a dependency
-            pass
         return cls
 
     return deco
@@ -173,11 +169,109 @@ class FabricSchema:
     validate: Optional[bool] = None
 
 
+# Which kind of number each numeric config field is (pipelines.units.KINDS has the rule of each
+# kind). A path names a field of the composed config; list elements share their list's path
+# (``meshes.payloads`` is every payload of every mesh). Fields absent from a pipeline's config
+# are skipped; null means "the default" and is never checked. Any other number anywhere in the
+# config must still be finite (``check_numbers``).
+_COUNT = (
+    "world", "batch", "context", "requests", "prompt_tokens", "ep", "nodes", "ports", "multiplicity",
+    "group_size", "repeats", "iterations", "threads", "threads_per_rank", "points.ep", "points.nodes",
+    "predict.nodes",
+    "model.layers", "model.hidden", "model.q_heads", "model.kv_heads", "model.head_dim", "model.experts",
+    "model.expert_width", "model.top_k", "model.vocab",
+    "accelerator.scaleup_ports", "parallel.kvp", "parallel.tpa", "parallel.ep", "parallel.tpe", "parallel.tp",
+    "precision.weights_bits", "precision.activations_bits", "precision.kv_bits", "precision.comm_bits",
+    "precision.softmax_stat_bits",
+    "fabric.accelerators", "fabric.ports", "fabric.switch_radix", "fabric.world", "fabric.group_size",
+    "fabric.down_ports", "fabric.up_ports", "fabric.nodes",
+    "network.ocs_multiplicity", "topology.n", "topology.ranks", "topology.dims", "topology.blocks",
+    "platform.gpus_per_node", "platform.network.nodes_per_leaf",
+    "workload.tokens_per_rank", "workload.experts", "workload.top_k", "workload.hidden", "workload.dtype_bytes",
+    "scheduler.n_start", "scheduler.aa_sweeps", "scheduler.shape_beam", "scheduler.reuse",
+    "scheduler.synth_min_groups", "scheduler.max_aa_rows", "scheduler.max_quanta", "scheduler.max_nodes",
+    "scheduler.max_families_per_shape", "scheduler.max_shapes", "scheduler.max_ranks", "scheduler.max_iterations",
+    "ray.num_cpus",
+)
+_INDEX = (
+    "warmup", "fault.rank", "fault.plan", "fault.iteration", "fault.activation", "model.window_tokens",
+    "workload.seed", "scheduler.seed", "routing.seed", "topology.offsets",
+    # (fold masks, topology.folds and network.ocs_folds, are bit strings like 0b1111: their parser checks them)
+)
+_SIZE = ("size", "meshes.payloads", "max_kernel_bytes", "accelerator.hbm_bytes", "workload.bytes_per_rank",
+         "network.buffer")
+_RATE = ("link_rate", "fabric.link_rate", "accelerator.hbm_bandwidth_Bps", "accelerator.port_rate_Bps",
+         "accelerator.peak_flops", "platform.pcie_rate", "platform.nic_rate", "platform.gpu_link_rate")
+_TIME = ("hop_latency", "activation_overhead", "predict.activation_overhead", "fabric.hop_latency",
+         "fabric.ocs_pass_through", "fabric.cable_latency", "fabric.level2_cable_latency", "fabric.switch_core",
+         "fabric.activation_overhead", "fabric.planning_cost_per_activation",
+         "accelerator.kernel_launch_s", "accelerator.in_graph_launch_s")
+_TIMEOUT = ("timeout", "startup_timeout", "scheduler.time_limit_s")
+_FRACTION = ("search.within", "scheduler.reuse_floor", "scheduler.gap_tolerance", "accelerator.eta_memory.values",
+             "accelerator.eta_compute.values")
+_POSITIVE = ("platform.network.oversubscription", "routing.zipf_s", "routing.capacity_factor",
+             "accelerator.eta_memory.upper", "accelerator.eta_compute.upper", "scheduler.k_target_per_rank")
+_NONNEGATIVE = ("workload.skew", "scheduler.rank_pressure", "scheduler.pair_pressure",
+                "scheduler.coarse_rounds_per_rank")
+
+FIELD_KINDS: dict[str, str] = {
+    path: kind
+    for kind, paths in (("count", _COUNT), ("index", _INDEX), ("size_bytes", _SIZE), ("rate_Bps", _RATE),
+                        ("time_s", _TIME), ("timeout_s", _TIMEOUT), ("fraction", _FRACTION),
+                        ("positive", _POSITIVE), ("nonnegative", _NONNEGATIVE))
+    for path in paths
+}
+# words a numeric field also takes (the config's comments say what each means)
+FIELD_WORDS: dict[str, frozenset] = {
+    "max_kernel_bytes": frozenset({"auto"}), "predict.nodes": frozenset({"auto"}),
+    "network.buffer": frozenset({"unlimited"}),
+}
+
+
+def _leaves(node: Any, path: str = ""):
+    """(path, value) of every scalar under ``node``; list elements share the list's path."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _leaves(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, (list, tuple)):
+        for value in node:
+            yield from _leaves(value, path)
+    else:
+        yield path, node
+
+
+def check_numbers(cfg: dict) -> None:
+    """The one numeric rule of the config edge: every field of ``FIELD_KINDS`` holds a number of
+    its kind, and every other number is finite. Raises SpecError naming field, value and rule."""
+    import math
+
+    from collectives.errors import SpecError
+    from pipelines.units import KINDS
+
+    for path, value in _leaves({k: v for k, v in cfg.items() if k != "hydra"}):
+        if value is None:
+            continue
+        kind = FIELD_KINDS.get(path)
+        if kind is None:
+            if isinstance(value, float) and not math.isfinite(value):
+                raise SpecError(f"{path}={value!r} is not a finite number; give a finite value")
+            continue
+        if isinstance(value, str) and value in FIELD_WORDS.get(path, ()):
+            continue
+        if kind == "size_bytes" and isinstance(value, str) and ".." in value:  # a range LO..HI[*F]
+            lo, hi = value.split("..", 1)
+            for end in (lo, hi.split("*", 1)[0]):
+                KINDS[kind].check(end.strip(), path)
+            continue
+        KINDS[kind].check(value, path)
+
+
 _VALID: set[tuple[str, str]] = set()  # (group, node as JSON) already checked in this process
 
 
 def validate(pipeline: str, cfg: dict) -> None:
-    """Raise OmegaConf's ValidationError/ConfigKeyError on unknown keys or wrong types."""
+    """Raise OmegaConf's ValidationError/ConfigKeyError on unknown keys or wrong types, and
+    SpecError on a number outside its field's kind (``check_numbers``)."""
     from omegaconf import OmegaConf
 
     for group, cls in SCHEMAS.items():
@@ -190,6 +284,7 @@ def validate(pipeline: str, cfg: dict) -> None:
             if key not in _VALID:
                 OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), node))
                 _VALID.add(key)
+    check_numbers(cfg)
     ray = cfg.get("ray")
     if isinstance(ray, dict):  # "auto" or an int: a union OmegaConf cannot type
         from pipelines.sweep import BatchSizer

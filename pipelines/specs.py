@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from collectives.errors import SpecError
-from pipelines.units import parse_bytes, parse_count
+from pipelines.units import KINDS, parse_bytes
 
 
 def plain(node: Any) -> Any:
@@ -49,14 +49,8 @@ def accelerator_spec(cfg: Any):
 
 
 def positive_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            value = parse_count(value, what)
-        except SpecError:
-            raise SpecError(f"{what}={value!r} must be a positive integer") from None
-    if value < 1:
-        raise SpecError(f"{what}={value} must be a positive integer")
-    return int(value)
+    """A count (``pipelines.units.KINDS['count']``: whole, >= 1, K/M/G suffixes allowed)."""
+    return int(KINDS["count"].check(value, what))
 
 
 def parallel_spec(cfg: Any):

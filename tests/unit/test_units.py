@@ -39,3 +39,47 @@ def test_malformed_is_one_line_spec_error(bad):
 def test_kib_roundtrip(n):
     assert parse_bytes(f"{n}KiB") == n * 1024
     assert parse_bytes(f"{n}kB") == n * 1000
+
+
+# --- field kinds: the one numeric rule of the config edge -------------------------------------
+from pipelines.units import KINDS  # noqa: E402
+
+
+@pytest.mark.parametrize("kind,value,base", [
+    ("count", "5M", 5_000_000), ("count", 8, 8), ("count", "32Ki", 32768), ("index", 0, 0),
+    ("size_bytes", "4KiB", 4096), ("rate_Bps", "400Gb/s", 5e10), ("time_s", 0, 0.0), ("time_s", "10ns", 1e-8),
+    ("timeout_s", "500ms", 0.5), ("fraction", 0.07, 0.07), ("fraction", 1, 1.0), ("positive", 0.8, 0.8),
+    ("nonnegative", 0, 0.0),
+])
+def test_each_kind_takes_its_values_in_base_units(kind, value, base):
+    assert KINDS[kind].check(value, "x") == pytest.approx(base)
+
+
+@pytest.mark.parametrize("kind,value,problem", [
+    ("count", float("nan"), "not a finite number"), ("count", float("inf"), "not a finite number"),
+    ("count", 0, "out of range"), ("count", -2, "out of range"), ("count", 1.5, "not whole"),
+    ("count", "5Q", "not a valid count"), ("count", True, "not a valid count"),
+    ("index", -1, "out of range"), ("size_bytes", 0, "out of range"), ("size_bytes", "1.5B", "not whole"),
+    ("size_bytes", "4KB/s", "not a valid size"), ("rate_Bps", float("inf"), "not a finite number"),
+    ("rate_Bps", 0, "out of range"), ("rate_Bps", "-400Gb/s", "not a valid rate"),
+    ("time_s", "-1us", "not a valid time"), ("time_s", -1e-6, "out of range"), ("timeout_s", "0s", "out of range"),
+    ("fraction", 2, "out of range"), ("fraction", float("nan"), "not a finite number"),
+    ("positive", 0, "out of range"), ("nonnegative", -1, "out of range"),
+])
+def test_each_kind_refuses_with_one_line_naming_field_value_and_rule(kind, value, problem):
+    with pytest.raises(SpecError) as info:
+        KINDS[kind].check(value, "fabric.x")
+    msg = str(info.value)
+    assert problem in msg and msg.startswith(f"fabric.x={value!r}") and KINDS[kind].rule in msg and "\n" not in msg
+
+
+def test_a_count_error_names_the_suffixes():
+    with pytest.raises(SpecError, match="K/M/G"):
+        KINDS["count"].check("5Q", "context")
+
+
+@pytest.mark.parametrize("parse", [parse_bytes, parse_rate, parse_time, parse_count])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_no_parser_takes_nan_or_infinity(parse, value):
+    with pytest.raises(SpecError, match="finite"):
+        parse(value, "x")
