@@ -281,6 +281,7 @@ class Tracker:
     def __post_init__(self) -> None:
         bound_http_retries()
         self._sweep_lock: FileLock | None = None
+        self.commit = git_commit()  # once per driver, not a git process per logged point
         if self.uri.startswith(("http://", "https://")):
             probe_http(self.uri)
         try:
@@ -406,7 +407,7 @@ class Tracker:
         if self.sweep_dir is not None and str(self.sweep_dir) not in dirs:
             dirs = (dirs + [str(self.sweep_dir)])[-20:]
         runs = int(parent.data.tags.get(TAG_DRIVER_RUNS, "0")) + 1
-        tags = {TAG_SWEEP_DIRS: json.dumps(dirs), TAG_DRIVER_RUNS: str(runs), "gx.git_commit": git_commit()}
+        tags = {TAG_SWEEP_DIRS: json.dumps(dirs), TAG_DRIVER_RUNS: str(runs), "gx.git_commit": self.commit}
         if self.n_points is not None:
             tags[TAG_POINTS] = str(self.n_points)
         params = [] if parent.data.params else [Param(k, v) for k, v in sorted(self.swept.items()) if v != ""]
@@ -532,7 +533,7 @@ class Tracker:
             if done:  # logged already (a rerun, gx sync, or another driver): never twice
                 self.remove_unfinished(stale)
                 return done[0].info.run_id
-        tags = {TAG_HASH: record.cfg_hash, TAG_PIPELINE: record.pipeline, "gx.git_commit": git_commit()}
+        tags = {TAG_HASH: record.cfg_hash, TAG_PIPELINE: record.pipeline, "gx.git_commit": self.commit}
         if parent_id:
             tags[TAG_PARENT] = parent_id
         if record.error:
