@@ -150,8 +150,10 @@ def probe_http(uri: str) -> None:
 
 
 def _reason(exc: BaseException) -> str:
+    """A short why: the network cause when there is one (MLflow wraps it in a long message)."""
     text = " ".join(str(exc).split())
-    for marker in ("Connection refused", "timed out", "Name or service not known", "No route to host"):
+    for marker in ("Connection refused", "timed out", "Name or service not known", "No route to host",
+                   "Connection reset", "Max retries exceeded", "database is locked", "No space left"):
         if marker in text:
             return marker.lower()
     return f"{type(exc).__name__}: {text[:160]}"
@@ -205,11 +207,6 @@ class FileLock:
 def sweep_lock_path(uri: str, experiment: str, sweep_hash: str) -> Path:
     key = hashlib.sha256(f"{uri}\n{experiment}\n{sweep_hash}".encode()).hexdigest()[:20]
     return Path(tempfile.gettempdir()) / f"gxnet-locks-{os.getuid()}" / f"sweep-{key}.lock"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:200]}"
 
 
 @dataclass
@@ -277,6 +274,7 @@ class Tracker:
     swept: dict = field(default_factory=dict, init=False)
     n_points: int | None = field(default=None, init=False)
     unlogged: int = field(default=0, init=False)
+    logged: int = field(default=0, init=False)  # child runs this process created
 
     def __post_init__(self) -> None:
         bound_http_retries()
@@ -289,7 +287,7 @@ class Tracker:
         except SpecError:
             raise
         except Exception as exc:  # MLflow, SQLAlchemy, OS errors: the store cannot be used
-            raise StoreUnavailable(f"tracking store {self.uri} cannot be opened ({_first_line(exc)}); fix "
+            raise StoreUnavailable(f"tracking store {self.uri} cannot be opened ({_reason(exc)}); fix "
                                    "tracking.uri (or MLFLOW_TRACKING_URI), or run with tracking.enabled=false") from None
 
     def _open_store(self) -> None:
@@ -335,7 +333,9 @@ class Tracker:
         try:
             return fn()
         except Exception as exc:
-            self.down = _first_line(exc)
+            if self.down:  # a nested call has already said so
+                return default
+            self.down = _reason(exc)
             where = f"; results stay on disk under {self.sweep_dir}" if self.sweep_dir else ""
             print(f"warning: tracking store {self.uri} failed while {doing} ({self.down}); going on without it"
                   f"{where}; rerun the same sweep or run `gx sync` to upload what is missing", file=sys.stderr)
@@ -421,8 +421,13 @@ class Tracker:
         if not parent_id or self.down:
             return
         self._guard("finishing the sweep's parent run", lambda: self._finish(parent_id, summary or {}))
-        if self.report and not self.down:
+        if self.report and not self.down and (self.logged or not self._has_report(parent_id)):
             self.attach_report(parent_id)
+
+    def _has_report(self, parent_id: str) -> bool:
+        """Whether the parent already carries a report (a rerun that logged nothing keeps it)."""
+        files = self._guard("listing the parent's artifacts", lambda: self.client.list_artifacts(parent_id, "report"), [])
+        return any(f.path.endswith("report.md") for f in files)
 
     def _finish(self, parent_id: str, summary: dict[str, int]) -> None:
         from mlflow.entities import Metric
@@ -539,6 +544,7 @@ class Tracker:
         if record.error:
             tags["gx.error"] = record.error[:4900]
         rid = self.client.create_run(self.experiment_id, run_name=record.name, tags=tags).info.run_id
+        self.logged += 1
         metrics = numeric_metrics(results or {})
         metrics.update(measured_metrics(record.wall_s, artifact_dir))
         self.client.log_batch(
@@ -550,13 +556,17 @@ class Tracker:
             self.client.log_artifacts(rid, str(artifact_dir))
         self.client.set_terminated(rid, record.status)
         self.remove_unfinished(stale)
-        if parent_id and record.status == "FINISHED":
-            keep = self._finished_child(parent_id, record.cfg_hash)
-            for extra in keep[1:]:  # another driver logged the same point meanwhile
-                self.client.delete_run(extra.info.run_id)
-            if keep:
-                return keep[0].info.run_id
+        if parent_id and record.status == "FINISHED":  # the run is logged: the rest is best effort
+            return self._guard("checking the point for duplicates",
+                               lambda: self._keep_earliest(parent_id, record.cfg_hash), None) or rid
         return rid
+
+    def _keep_earliest(self, parent_id: str, cfg_hash: str) -> str | None:
+        """Another driver may have logged the same point meanwhile: the earliest child stays."""
+        keep = self._finished_child(parent_id, cfg_hash)
+        for extra in keep[1:]:
+            self.client.delete_run(extra.info.run_id)
+        return keep[0].info.run_id if keep else None
 
     # -- from disk ----------------------------------------------------------------------
     def log_from_disk(self, parent_id: str | None, job_dir: Path, stale: list | None = None) -> str | None:
