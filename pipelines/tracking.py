@@ -275,6 +275,7 @@ class Tracker:
     n_points: int | None = field(default=None, init=False)
     unlogged: int = field(default=0, init=False)
     logged: int = field(default=0, init=False)  # child runs this process created
+    parent_id: str | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         bound_http_retries()
@@ -357,7 +358,8 @@ class Tracker:
                     f"gx sync dir={self.sweep_dir}  (or rerun the same sweep)")
         ui = (f"open {self.uri} in a browser" if self.uri.startswith(("http://", "https://"))
               else f"mlflow ui --backend-store-uri {self.uri}")
-        return f"MLflow: {self.uri} (experiment {self.experiment!r}); open the UI with: {ui}"
+        sweep = f", sweep run {self.parent_id}" if self.parent_id else ""
+        return f"MLflow: {self.uri} (experiment {self.experiment!r}{sweep}); open the UI with: {ui}"
 
     # -- parent -------------------------------------------------------------------------
     def open_sweep(self, sweep_hash: str, name: str, pipeline: str, points: list) -> str | None:
@@ -371,7 +373,8 @@ class Tracker:
         self._lock_sweep(sweep_hash, name)
         self.sweep_hash, self.sweep_name, self.swept, self.n_points = sweep_hash, name, swept, n_points
         self.sweep_dir = sweep_dir
-        return self._guard("opening the sweep's parent run", lambda: self._parent(pipeline))
+        self.parent_id = self._guard("opening the sweep's parent run", lambda: self._parent(pipeline))
+        return self.parent_id
 
     def _lock_sweep(self, sweep_hash: str, name: str) -> None:
         lock = FileLock(sweep_lock_path(self.uri, self.experiment, sweep_hash))
@@ -434,7 +437,8 @@ class Tracker:
 
         groups = self._children(parent_id)
         done = sum(any(r.info.status == "FINISHED" for r in runs) for runs in groups.values())
-        failed = len(groups) - done
+        failed = sum(all(r.info.status != "FINISHED" for r in runs) and any(r.info.status == "FAILED" for r in runs)
+                     for runs in groups.values())
         parent = self.client.get_run(parent_id)
         step = int(parent.data.tags.get(TAG_DRIVER_RUNS, "1"))
         n_points = int(parent.data.tags.get(TAG_POINTS, self.n_points or len(groups)))
@@ -456,7 +460,7 @@ class Tracker:
         cmd = [sys.executable, "-m", "pipelines.report", f"sweep={parent_id}", "attach=true",
                f"tracking.experiment={_hydra_quote(self.experiment)}", f"hydra.run.dir={_hydra_quote(str(out))}"]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=root)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)  # the driver's cwd: a relative store URI means the same
             failed = proc.returncode != 0 and (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1]
         except subprocess.TimeoutExpired:
             failed = "took over 300 s"
