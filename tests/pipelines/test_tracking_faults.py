@@ -199,6 +199,22 @@ def test_a_point_is_logged_once_per_config_hash(tmp_path, store):
     tracker.close()
 
 
+def test_a_single_run_the_store_missed_is_synced_once(tmp_path, store):
+    from pipelines.sync import job_records, sync_single_runs
+
+    down = Tracker(uri=store, experiment="single", report=False)
+    down.client = DeadClient()
+    (tmp_path / "results.json").write_text(json.dumps({"throughput_tok_s": 5.0}))
+    assert down.log_point(None, pipeline="decode", cfg_hash="solo", name="decode", params={"batch": 1},
+                          results={"throughput_tok_s": 5.0}, artifact_dir=tmp_path, out_dir=tmp_path) is None
+    (jobs,) = job_records(tmp_path).values()
+    sync = Tracker(uri=store, experiment="single", report=False)
+    assert sync_single_runs(sync, jobs)["uploaded"] == 1
+    assert sync_single_runs(sync, jobs)["already"] == 1  # idempotent
+    runs = sync.client.search_runs([sync.experiment_id], "tags.`gx.config_hash` = 'solo'")
+    assert len(runs) == 1 and runs[0].data.metrics["throughput_tok_s"] == 5.0
+
+
 def test_report_reads_one_run_per_config_hash():
     def run(h, status, start, rid):
         return SimpleNamespace(info=SimpleNamespace(status=status, start_time=start, run_id=rid),
