@@ -123,11 +123,12 @@ def gx_main(config_name: str, *, track: bool = True) -> Callable[[Callable], Cal
 
         def _main(cfg) -> None:
             out_dir = Path(HydraConfig.get().runtime.output_dir)
+            tracker = run_guarded(lambda: single_run_tracker(cfg), out_dir) if track else None  # store probed first
             outcome = run_guarded(lambda: fn(cfg), out_dir)
             results, artifacts = outcome if isinstance(outcome, tuple) else (outcome, None)
             write_outputs(out_dir, results, artifacts)
-            if track:
-                track_single_run(config_name, cfg, results, out_dir)
+            if tracker is not None:
+                track_single_run(config_name, cfg, results, out_dir, tracker)
 
         _main.gx_pipeline = config_name  # read by the gx_ray launcher
         hydra_main = hydra.main(version_base=None, config_path=CONF_DIR, config_name=config_name)(_main)
@@ -144,20 +145,32 @@ def gx_main(config_name: str, *, track: bool = True) -> Callable[[Callable], Cal
     return deco
 
 
-def track_single_run(pipeline: str, cfg, results: dict, out_dir: Path) -> None:
-    """Log a single (non-sweep) run to MLflow when the config enables tracking."""
+def single_run_tracker(cfg):
+    """The Tracker of a single run when its config enables tracking, probed before the run
+    computes anything (an unreachable store is one line and exit 2, nothing written)."""
     tracking = cfg.get("tracking") if hasattr(cfg, "get") else None
     if not tracking or not tracking.get("enabled", False):
-        return
+        return None
+    from pipelines.tracking import open_tracker
+
+    return open_tracker(dict(tracking))
+
+
+def track_single_run(pipeline: str, cfg, results: dict, out_dir: Path, tracker) -> None:
+    """Log a single (non-sweep) run to MLflow. A store that fails now loses nothing: the run's
+    directory keeps ``tracking.json`` beside ``results.json`` and ``gx sync`` uploads it."""
+    if not (cfg.get("tracking") or {}).get("enabled", False):
+        return  # the pipeline logged its own run (replay) and switched tracking off
     from omegaconf import OmegaConf
 
     from pipelines.sweep import point_config
-    from pipelines.tracking import Tracker, config_hash, default_uri
+    from pipelines.tracking import config_hash
 
     plain = point_config(OmegaConf.to_container(cfg, resolve=True))
-    tracker = Tracker(uri=tracking.get("uri") or default_uri(), experiment=tracking.get("experiment") or "gxnet")
     tracker.log_point(None, pipeline=pipeline, cfg_hash=config_hash(pipeline, plain), name=pipeline,
-                      params=plain, results=results, artifact_dir=out_dir, error=None)
+                      params=plain, results=results, artifact_dir=out_dir, error=None, out_dir=out_dir)
+    if tracker.down:
+        print(f"warning: this run is not in the store yet; upload it with: gx sync dir={out_dir}", file=sys.stderr)
 
 
 _INFO_FLAGS = ("--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc")

@@ -41,12 +41,38 @@ def load_rows(tracking: dict, sweep: str | None, pipeline: str | None) -> tuple[
     runs = client.search_runs([tracker.experiment_id], filter_string=f"tags.`{TAG_PARENT}` = '{sweep}'",
                               max_results=50000)
     rows = []
-    for r in runs:
+    for r in one_run_per_point(runs):
         rows.append({"run_id": r.info.run_id, "status": r.info.status, "name": r.info.run_name,
                      "params": dict(r.data.params), "metrics": dict(r.data.metrics),
                      "error": r.data.tags.get("gx.error")})
     rows.sort(key=lambda r: r["name"] or "")
     return sweep, kind, rows
+
+
+def one_run_per_point(runs: list) -> list:
+    """One child per config hash, so a point logged twice is never counted twice: its FINISHED
+    run (the earliest), else its latest run. Runs without a hash are kept as they are."""
+    from pipelines.tracking import TAG_HASH
+
+    best: dict[str, object] = {}
+    kept = []
+    for r in runs:
+        h = r.data.tags.get(TAG_HASH)
+        if not h:
+            kept.append(r)
+            continue
+        old = best.get(h)
+        if old is None or _preferred(r, old):
+            best[h] = r
+    return kept + list(best.values())
+
+
+def _preferred(run, other) -> bool:
+    ok, other_ok = run.info.status == "FINISHED", other.info.status == "FINISHED"
+    if ok != other_ok:
+        return ok
+    key, other_key = (run.info.start_time or 0, run.info.run_id), (other.info.start_time or 0, other.info.run_id)
+    return key < other_key if ok else key > other_key
 
 
 def _num(x, default=None):
@@ -58,6 +84,14 @@ def _num(x, default=None):
 
 def _fabric(row) -> str:
     return row["params"].get("fabric.name", "?")
+
+
+def _count(row, *names):
+    """A numeric column as a number (int when whole): from the run's metrics, else its params."""
+    value = _metric(row, *names)
+    if value is None:
+        value = next((_num(row["params"][n]) for n in names if n in row["params"]), None)
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _metric(row, *names):
@@ -72,8 +106,9 @@ def render(kind: str, rows: list[dict]) -> tuple[list[dict], dict[str, bytes]]:
     table = []
     for r in rows:
         table.append({
-            "fabric": _fabric(r), "model": r["params"].get("model.name"), "world": r["params"].get("world"),
-            "batch": r["params"].get("batch"), "context": r["params"].get("context"), "status": r["status"],
+            "fabric": _fabric(r), "model": r["params"].get("model.name"), "world": _count(r, "world"),
+            "batch": _count(r, "batch"), "context": r["params"].get("context"),
+            "context_tokens": _count(r, "context_tokens", "best.context_tokens"), "status": r["status"],
             "interactivity_tok_s_user": _metric(r, prefix + "interactivity_tok_s_user"),
             "throughput_tok_s": _metric(r, prefix + "throughput_tok_s"),
             "decode_step_s": _metric(r, prefix + "decode_step_s"),
@@ -105,7 +140,7 @@ def markdown(table: list[dict]) -> str:
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     def order(t):
         f = t["fabric"]
-        return (str(t["model"]), str(t["context"]), _num(t["batch"], 0),
+        return (str(t["model"]), _num(t.get("context_tokens"), 0), str(t["context"]), _num(t["batch"], 0),
                 FABRIC_ORDER.index(f) if f in FABRIC_ORDER else 99, f)
 
     for t in sorted(table, key=order):
@@ -147,8 +182,28 @@ def task(cfg):
     print(f"figures: {', '.join(str(out_dir / f) for f in figs)}")
     print(f"browse every run: mlflow ui --backend-store-uri {uri}  (experiment {tracking.get('experiment') or 'gxnet'!r}, "
           f"sweep run {sweep})")
-    return ({"sweep": sweep, "pipeline": kind, "rows": table, "figures": sorted(figs)},
-            {"report.md": md, **figs})
+    results = {"sweep": sweep, "pipeline": kind, "rows": table, "figures": sorted(figs)}
+    if cfg.get("attach"):
+        attach_to_parent(tracking, sweep, md, results, figs)
+    return results, {"report.md": md, **figs}
+
+
+def attach_to_parent(tracking: dict, sweep: str, md: str, results: dict, figs: dict[str, bytes]) -> None:
+    """Log the report (table as markdown and JSON, figures) under ``report/`` of the sweep's
+    parent run; a rerun's report replaces the earlier one."""
+    import tempfile
+    from pathlib import Path
+
+    from pipelines.app import dump_json
+    from pipelines.tracking import open_tracker
+
+    tracker = open_tracker(tracking)
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "report.md").write_text(md)
+        Path(tmp, "table.json").write_text(dump_json(results))
+        for name, data in figs.items():
+            Path(tmp, name).write_bytes(data)
+        tracker.client.log_artifacts(sweep, tmp, artifact_path="report")
 
 
 main = gx_main("report", track=False)(task)  # reads the store, logs nothing

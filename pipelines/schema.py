@@ -32,6 +32,7 @@ class TrackingSchema:
     uri: Optional[str] = None
     experiment: str = "gxnet"
     sweep_name: Optional[str] = None
+    report: bool = True  # attach the report's table and figures to a sweep's parent run
 
 
 @schema("ray")

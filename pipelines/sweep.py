@@ -181,7 +181,7 @@ def init_ray(ray_cfg: dict) -> int:
 def run_sweep(pipeline: str, points: list[SweepPoint], *, ray_cfg: dict, tracking_cfg: dict,
               sweep_name: str, sweep_hash: str, timeline_path: Path | None = None) -> SweepSummary:
     from pipelines.app import write_outputs
-    from pipelines.tracking import Tracker, config_hash
+    from pipelines.tracking import config_hash
 
     t0, t0_epoch = time.perf_counter(), time.time()
     summary = SweepSummary()
@@ -192,11 +192,13 @@ def run_sweep(pipeline: str, points: list[SweepPoint], *, ray_cfg: dict, trackin
     tracker = parent = None
     existing: dict[str, list] = {}
     if tracking_cfg.get("enabled", True):
-        from pipelines.tracking import default_uri, git_commit
+        from pipelines.app import run_guarded
+        from pipelines.tracking import open_tracker
 
-        tracker = Tracker(uri=tracking_cfg.get("uri") or default_uri(), experiment=tracking_cfg.get("experiment") or "gxnet")
-        parent = tracker.parent_run(sweep_hash, sweep_name, {"gx.pipeline": pipeline, "gx.git_commit": git_commit()})
+        tracker = run_guarded(lambda: open_tracker(tracking_cfg))  # store unreachable: one line, exit 2
+        parent = run_guarded(lambda: tracker.open_sweep(sweep_hash, sweep_name, pipeline, points))  # 2nd driver: exit 2
         existing = tracker.children(parent)
+        tracker.adopt_from_disk(parent, points, existing)  # computed earlier but never logged: log, don't recompute
 
     todo = []
     for p in points:
@@ -223,7 +225,8 @@ def run_sweep(pipeline: str, points: list[SweepPoint], *, ray_cfg: dict, trackin
         if tracker is not None:
             tracker.log_point(parent, pipeline=pipeline, cfg_hash=p.cfg_hash, name=p.name, params=p.cfg,
                               results=outcome.get("results"), artifact_dir=p.out_dir if outcome["ok"] else None,
-                              error=None if outcome["ok"] else outcome["error"], stale=existing.get(p.cfg_hash))
+                              error=None if outcome["ok"] else outcome["error"], stale=existing.get(p.cfg_hash),
+                              out_dir=p.out_dir, wall_s=outcome.get("wall_s"))
         progress.update(summary)
 
     use_ray = bool(ray_cfg.get("enabled", True)) and todo
@@ -286,6 +289,5 @@ def run_sweep(pipeline: str, points: list[SweepPoint], *, ray_cfg: dict, trackin
     for idx, err in sorted(summary.errors.items()):
         print(f"  point #{idx} failed: {err}", file=sys.stderr)
     if tracker is not None:
-        print(f"MLflow: {tracker.uri} (experiment {tracker.experiment!r}); open the UI with: "
-              f"mlflow ui --backend-store-uri {tracker.uri}", file=sys.stderr)
+        print(tracker.closing_line(), file=sys.stderr)
     return summary
