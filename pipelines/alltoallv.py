@@ -21,6 +21,7 @@ from fabrics.pcie.evaluator import evaluate
 from fabrics.pcie.paths import channel_topology
 from fabrics.pcie.platform import build_cluster
 from pipelines.app import CONF_DIR, gx_main
+from pipelines.budgets import preflight
 from pipelines.units import parse_bytes, parse_count, parse_rate, parse_time
 
 
@@ -117,6 +118,7 @@ def _plot(per: dict) -> bytes:
 
 def run(cfg: dict) -> tuple[dict, dict]:
     """Plain config dict -> (results, artifacts)."""
+    preflight("alltoallv", cfg)
     topology = build_topology(cfg["platform"], cfg.get("nodes", 1))
     demand = make_demand(dict(cfg["workload"]), topology.n_ranks)
     overhead_s = parse_time(cfg.get("activation_overhead", 0), "activation_overhead")

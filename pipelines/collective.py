@@ -21,6 +21,7 @@ import time
 
 from collectives.errors import SpecError
 from pipelines.app import gx_main
+from pipelines.budgets import preflight
 from pipelines.units import parse_bytes, parse_rate, parse_time
 
 
@@ -139,6 +140,7 @@ def task(cfg, pricer=price):
     from collectives.schedules import normalize_collective
     from collectives.topology import min_phases_lower_bound
 
+    preflight("collective", cfg)
     if cfg.get("fabric") is not None:  # fabric=...: price on a whole physical fabric (issue #4)
         return fabric_task(cfg)
     collective = normalize_collective(cfg.get("collective", "allreduce"))

@@ -19,6 +19,7 @@ import dataclasses
 
 from collectives.errors import SpecError
 from pipelines.app import gx_main
+from pipelines.budgets import preflight
 from pipelines.network import build_network
 from pipelines.specs import deployment_spec, plain
 from pipelines.trace import chrome_trace
@@ -190,6 +191,7 @@ def pcie_task(cfg):
 
 
 def task(cfg):
+    preflight("decode", cfg)
     if plain(cfg["fabric"]).get("name") == "pcie":
         return pcie_task(cfg)
     capture = _Capture()

@@ -21,6 +21,7 @@ from typing import Any
 
 from collectives.errors import SpecError
 from pipelines.app import CONF_DIR, gx_main
+from pipelines.budgets import preflight
 from pipelines.specs import accelerator_spec, model_spec, plain, positive_int
 from pipelines.units import parse_rate, parse_time
 
@@ -191,6 +192,7 @@ def summary(res: dict) -> str:
 
 
 def task(cfg):
+    preflight("prefill", cfg)
     if plain(_get(cfg, "points", [])):
         res = _experiment(cfg)
         print(summary(res))

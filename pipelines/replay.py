@@ -18,13 +18,14 @@ stderr naming the rank, no results.json, and (with ``run_id``) a FAILED child ru
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 from pathlib import Path
 
 from collectives.errors import SpecError
 from pipelines.app import dump_json, gx_main
+from pipelines.budgets import budget_of, replay_estimate
+from pipelines.budgets import check as check_budget
 from pipelines.hardware.launcher import ReplayFailure
 from pipelines.hardware.replay_plan import pairwise_plan, plan_from_schedule, single_call_plan
 from pipelines.hardware.replay_results import failure_of, measure
@@ -189,6 +190,7 @@ def task(cfg):
                                              str(cfg.schedule or "schedule.json"))
     else:
         schedule = src.load_schedule(cfg.schedule)
+    check_budget("replay", replay_estimate(schedule, cfg), budget_of(cfg))
     plans = plans_of(cfg, schedule)
     world = plans[0].world_size
     options = options_of(cfg, world)
@@ -236,8 +238,10 @@ def _gathered_reports(path, world: int, n_plans: int) -> list:
     p = Path(path)
     if not p.is_file():
         raise SpecError(f"reports={str(path)!r} does not exist; torchrun's rank 0 writes <out dir>/rank_reports.json")
-    data = json.loads(p.read_text())
-    reports = data.get("reports") or []
+    from pipelines.file_checks import load_reports
+
+    data = load_reports(p)
+    reports = data["reports"]
     if data.get("world_size") != world or len(reports) != world or any(len(r) != n_plans for r in reports):
         raise SpecError(f"reports {p.name} hold {len(reports)} ranks; this replay needs {world} ranks x {n_plans} "
                         f"plans (same schedule, compare and baselines as the torchrun run)")

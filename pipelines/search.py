@@ -18,6 +18,7 @@ import time
 
 from collectives.errors import SpecError
 from pipelines.app import gx_main
+from pipelines.budgets import preflight
 from pipelines.decode import evaluate, results_of
 from pipelines.network import build_network
 from pipelines.specs import deployment_spec, model_spec, plain, positive_int
@@ -60,6 +61,7 @@ def analytical_view(cfg):
 
 
 def task(cfg):
+    preflight("search", cfg)
     t0 = time.perf_counter()
     rows = time_splits(analytical_view(cfg))
     feasible = [r for r in rows if r["feasible"]]
