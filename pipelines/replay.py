@@ -83,7 +83,7 @@ def plans_of(cfg, schedule: dict) -> list:
     main = plan_from_schedule(schedule)
     plans = [main]
     for path in plain(cfg.compare) or []:
-        other = src.load_schedule(path)
+        other = src.load_schedule(path, "compare")
         p = plan_from_schedule(other, name=f"{other.get('scheduler', 'schedule')}:{Path(path).stem}")
         if p.demand != main.demand:
             raise SpecError(f"compare schedule {path} has another demand than the replayed schedule; compare "
@@ -104,7 +104,7 @@ def predictions(cfg, schedule: dict, plans: list) -> dict[str, float]:
     overhead = parse_time(cfg.predict.activation_overhead, "predict.activation_overhead")
     out = {plans[0].name: src.predict(schedule, cluster, overhead)}
     for path in plain(cfg.compare) or []:
-        other = src.load_schedule(path)
+        other = src.load_schedule(path, "compare")
         out[f"{other.get('scheduler', 'schedule')}:{Path(path).stem}"] = src.predict(other, cluster, overhead)
     if any(p.name == "nccl_pairwise" for p in plans):
         out["nccl_pairwise"] = src.predict_pairwise(plans[0].demand, cluster, overhead)

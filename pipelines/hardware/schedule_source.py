@@ -18,13 +18,13 @@ from collectives.errors import SpecError
 PLATFORM_DIR = Path(__file__).resolve().parents[2] / "conf" / "platform"
 
 
-def load_schedule(path: str | Path) -> dict:
+def load_schedule(path: str | Path, what: str = "schedule") -> dict:
     """A schedule.json, every field checked for shape (``pipelines.file_checks.SCHEDULE``)."""
     from pipelines.file_checks import load_schedule as checked
 
     if not Path(path).is_file():
-        raise SpecError(f"schedule={str(path)!r} does not exist; give the schedule.json written by pipelines.alltoallv")
-    return checked(path, "schedule")
+        raise SpecError(f"{what}={str(path)!r} does not exist; give the schedule.json written by pipelines.alltoallv")
+    return checked(path, what)
 
 
 def schedule_from_run(client, run_id: str, dst: Path, name: str = "schedule.json") -> dict:
