@@ -132,7 +132,7 @@ def _number(node: ET.Element, attr: str, default: float, kind: type = float) -> 
 
 def _link_rate(node: ET.Element, default: float) -> float:
     speed = node.get("link_speed", "")
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s\s*", speed)
+    m = re.match(r"\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s", speed)
     width = _number(node, "link_width", 0, int)
     if not m or not width:
         return default

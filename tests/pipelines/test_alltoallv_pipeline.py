@@ -21,7 +21,7 @@ def test_single_scheduler_writes_results_and_replayable_schedule(pipeline):
     assert set(r["catalog"]) >= {"shapes", "families"}
     # measured wall-clock planning figures live in timings.json, not in results.json
     t = json.loads((out / "timings.json").read_text())
-    assert not set(t) & set(r) and 0 < t["planning_s_per_activation"] and "build_s" in t["catalog"]
+    assert not (set(t) - {"catalog"}) & set(r) and 0 < t["planning_s_per_activation"] and "build_s" in t["catalog"]
     assert r["planning_kernel"] in ("c", "numpy") and 0 < t["planning_cpu_s"]
     assert r["busbw_Bps"] == pytest.approx(r["algbw_Bps"] * 15 / 16)
     s = json.loads((out / "schedule.json").read_text())
