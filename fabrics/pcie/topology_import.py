@@ -65,6 +65,10 @@ def platform_from_nvidia_smi(text: str, *, name: str = "imported", pcie_rate: fl
         bad = [v for v in vals if v not in _KINDS and not v.startswith("NV")]
         if bad:
             raise SpecError(f"nvidia-smi topology row {dev} has unknown entries {bad}; expected X, PIX, PXB, PHB, NODE, SYS")
+    missing = [d for d in header if d not in rows]
+    if missing:  # a truncated or edited table: never model fewer devices than the header names
+        raise SpecError(f"nvidia-smi topology text names {missing[0]} in its header but has no full row for it; "
+                        f"pass the complete output of `nvidia-smi topo -m`")
     devs = [d for d in header if d in rows]
     rel = {(a, b): rows[a][header.index(b)] for a in devs for b in devs}
     gpus = [d for d in devs if d.startswith("GPU")]

@@ -191,6 +191,9 @@ TOPOLOGY_CASES = {
     "xml_duplicate_gpu": (xml('<pci busid="1"><gpu dev="0"/></pci><pci busid="2"><gpu dev="0"/></pci>'), "dev=0"),
     "xml_no_gpu": (xml(""), "lists no <gpu>"),
     "xml_binary": (b"<\xff\xfe\x00", "cannot be read as text"),
+    "smi_garbage": ("garbage", "no 'GPU0 ...' header row"),
+    "smi_truncated": ("\tGPU0\tGPU1\nGPU0\tX\tPIX\nGPU1\tPIX", "names GPU1 in its header but has no full row"),
+    "smi_unknown_kind": ("\tGPU0\tGPU1\nGPU0\tX\tFOO\nGPU1\tFOO\tX", "unknown entries"),
 }
 
 
@@ -201,7 +204,8 @@ def test_bad_topology_file_is_one_line(case, tmp_path, capsys):
     content, expected = TOPOLOGY_CASES[case]
     f = tmp_path / "topo.xml"
     f.write_bytes(content) if isinstance(content, bytes) else f.write_text(content)
-    assert main(["--nccl-xml", str(f), "--out", str(tmp_path / "out.yaml")]) == 2
+    option = "--nvidia-smi-file" if case.startswith("smi") else "--nccl-xml"
+    assert main([option, str(f), "--out", str(tmp_path / "out.yaml")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and expected in err, err
     assert not (tmp_path / "out.yaml").exists()
