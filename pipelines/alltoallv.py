@@ -21,6 +21,7 @@ from fabrics.pcie.evaluator import evaluate
 from fabrics.pcie.paths import channel_topology
 from pipelines.network import pcie_cluster
 from pipelines.app import CONF_DIR, gx_main
+from pipelines.budgets import preflight
 from pipelines.units import parse_bytes, parse_count, parse_time
 
 
@@ -101,6 +102,24 @@ def run_one(topology, demand, label: str, params: dict, overhead_s: float, cache
     return result, schedule.to_json()
 
 
+# Wall-clock figures measured on this host (time.perf_counter / process_time): they differ run to run,
+# so they go to timings.json, never to results.json. ``planning_over_communication`` divides the
+# measured planning time by the modelled completion (paper 000, Section 6.4), so it is measured too.
+MEASURED_KEYS = ("planning_s", "planning_s_per_activation", "planning_cpu_s", "planning_over_communication")
+
+
+def split_measured(result: dict) -> dict:
+    """Move the measured figures of one scheduler's result into a timings dict (returned)."""
+    timings = {k: result.pop(k) for k in MEASURED_KEYS if k in result}
+    catalog = result.get("catalog")
+    if catalog:  # build time, and whether this run found the catalog in the cache
+        timings["catalog"] = {k: catalog.pop(k) for k in ("build_s", "cache") if k in catalog}
+    certificate = result.get("certificate")
+    if isinstance(certificate, dict) and "pricing_s" in certificate:
+        timings["certificate_pricing_s"] = certificate.pop("pricing_s")
+    return timings
+
+
 def _plot(per: dict) -> bytes:
     from pipelines.plots import png_bytes, pyplot
 
@@ -117,6 +136,7 @@ def _plot(per: dict) -> bytes:
 
 def run(cfg: dict) -> tuple[dict, dict]:
     """Plain config dict -> (results, artifacts)."""
+    preflight("alltoallv", cfg)
     topology = build_topology(cfg["platform"], cfg.get("nodes", 1))
     demand = make_demand(dict(cfg["workload"]), topology.n_ranks)
     overhead_s = parse_time(cfg.get("activation_overhead", 0), "activation_overhead")
@@ -131,13 +151,16 @@ def run(cfg: dict) -> tuple[dict, dict]:
         SCHEDULERS.get(params["name"])
     base = {"platform": topology.name, "nodes": cfg.get("nodes", 1), "n_ranks": topology.n_ranks,
             "workload": dict(cfg["workload"]), "total_bytes": int(demand.sum()), "activation_overhead_s": overhead_s}
-    per, artifacts = {}, {}
+    per, artifacts, timings = {}, {}, {}
     for n, params in chosen.items():
         res, sched = run_one(topology, demand, n, params, overhead_s, cache_dir)
+        timings[n] = split_measured(res)
         per[n] = res
         artifacts["schedule.json" if single else f"schedule_{n}.json"] = sched
     if single:
+        artifacts["timings.json"] = next(iter(timings.values()))
         return {**base, **next(iter(per.values()))}, artifacts
+    artifacts["timings.json"] = {"schedulers": timings}
     artifacts["bandwidth_by_scheduler.png"] = _plot(per)
     best = max(per, key=lambda n: per[n]["algbw_Bps"])
     return {**base, "schedulers": per, "best": best,

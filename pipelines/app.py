@@ -25,11 +25,16 @@ class Artifacts(dict):
     """Extra files a pipeline writes next to results.json: name -> JSON-able object, bytes or str."""
 
 
+FILE_MODE = 0o644  # rw-r--r--: results are read by other users and tools (mkstemp alone gives 0600)
+
+
 def write_atomic(path: Path, data: bytes | str) -> None:
+    """Write ``path`` through a temporary file and a rename, so a reader never sees half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
         os.replace(tmp, path)
@@ -59,7 +64,10 @@ def _json_default(o: Any) -> Any:
 
 
 def write_outputs(out_dir: Path, results: dict, artifacts: dict | None = None) -> None:
-    """Artifacts first, results.json last: a results.json means the run completed."""
+    """Artifacts first, results.json last: a results.json means the run completed.
+
+    results.json holds modelled values only (the same config gives the same bytes); measured
+    wall-clock figures travel as the ``timings.json`` artifact beside it."""
     for name, content in (artifacts or {}).items():
         if isinstance(content, (bytes, str)):
             write_atomic(out_dir / name, content)

@@ -19,6 +19,7 @@ import dataclasses
 
 from collectives.errors import SpecError
 from pipelines.app import gx_main
+from pipelines.budgets import preflight
 from pipelines.network import build_network, network_name
 from pipelines.specs import deployment_spec, plain
 from pipelines.trace import chrome_trace
@@ -174,6 +175,7 @@ def pcie_task(cfg):
 
 
 def task(cfg):
+    preflight("decode", cfg)
     if plain(cfg["fabric"]).get("name") == "pcie":
         return pcie_task(cfg)
     from pipelines.hardware.measured import evaluate_compute
@@ -184,8 +186,13 @@ def task(cfg):
     res = {**results_of(cfg, dep, step), **compute_results}
     extra, plan_json = fabric_results(cfg, dep, step, network)
     res.update(extra)
+    timings = {}
+    if "sim_wall_s" in res.get("network_report", {}):  # measured wall time: timings.json, not results.json
+        timings["sim_wall_s"] = res["network_report"].pop("sim_wall_s")
     print(summary(res) + power_line(res))
     artifacts = {"trace.json": chrome_trace(step.events, process_name=f"{dep.model.name} decode step")}
+    if timings:
+        artifacts["timings.json"] = timings
     if plan_json is not None:
         artifacts["plan.json"] = plan_json
     return res, artifacts

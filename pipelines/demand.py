@@ -9,12 +9,14 @@ from __future__ import annotations
 import dataclasses
 
 from pipelines.app import gx_main
+from pipelines.budgets import preflight
 from pipelines.specs import deployment_spec
 
 
 def task(cfg) -> dict:
     from gxnet.plan import deployment_demand
 
+    preflight("demand", cfg)
     dep = deployment_spec(cfg)
     rows = deployment_demand(dep)
     results = {

@@ -13,6 +13,7 @@ import time
 
 from collectives.errors import SpecError
 from pipelines.app import Artifacts, gx_main
+from pipelines.budgets import preflight
 from pipelines.specs import plain, positive_int
 from pipelines.units import parse_bytes, parse_rate, parse_time
 
@@ -46,6 +47,7 @@ def plan_request(cfg):
 def task(cfg):
     from fabrics.planner import plan
 
+    preflight("plan", cfg)
     request = plan_request(cfg)
     start = time.perf_counter()
     result = plan(request)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.app import gx_main
+from pipelines.budgets import preflight
 from pipelines.network import build_network, network_name, scheduler_choice
 from pipelines.specs import accelerator_spec, model_spec, plain, positive_int
 from pipelines.trace import chrome_trace
@@ -124,6 +125,7 @@ def summary(res: dict) -> str:
 
 
 def task(cfg):
+    preflight("prefill", cfg)
     if plain(_get(cfg, "points", [])):
         res = _experiment(cfg)
         print(summary(res))

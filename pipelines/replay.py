@@ -18,13 +18,14 @@ stderr naming the rank, no results.json, and (with ``run_id``) a FAILED child ru
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 from pathlib import Path
 
 from collectives.errors import SpecError
 from pipelines.app import dump_json, gx_main
+from pipelines.budgets import budget_of, replay_estimate
+from pipelines.budgets import check as check_budget
 from pipelines.hardware.launcher import ReplayFailure
 from pipelines.hardware.replay_plan import pairwise_plan, plan_from_schedule, single_call_plan
 from pipelines.hardware.replay_results import failure_of, measure
@@ -82,7 +83,7 @@ def plans_of(cfg, schedule: dict) -> list:
     main = plan_from_schedule(schedule)
     plans = [main]
     for path in plain(cfg.compare) or []:
-        other = src.load_schedule(path)
+        other = src.load_schedule(path, "compare")
         p = plan_from_schedule(other, name=f"{other.get('scheduler', 'schedule')}:{Path(path).stem}")
         if p.demand != main.demand:
             raise SpecError(f"compare schedule {path} has another demand than the replayed schedule; compare "
@@ -103,7 +104,7 @@ def predictions(cfg, schedule: dict, plans: list) -> dict[str, float]:
     overhead = parse_time(cfg.predict.activation_overhead, "predict.activation_overhead")
     out = {plans[0].name: src.predict(schedule, cluster, overhead)}
     for path in plain(cfg.compare) or []:
-        other = src.load_schedule(path)
+        other = src.load_schedule(path, "compare")
         out[f"{other.get('scheduler', 'schedule')}:{Path(path).stem}"] = src.predict(other, cluster, overhead)
     if any(p.name == "nccl_pairwise" for p in plans):
         out["nccl_pairwise"] = src.predict_pairwise(plans[0].demand, cluster, overhead)
@@ -189,6 +190,7 @@ def task(cfg):
                                              str(cfg.schedule or "schedule.json"))
     else:
         schedule = src.load_schedule(cfg.schedule)
+    check_budget("replay", replay_estimate(schedule, cfg), budget_of(cfg))
     plans = plans_of(cfg, schedule)
     world = plans[0].world_size
     options = options_of(cfg, world)
@@ -236,8 +238,10 @@ def _gathered_reports(path, world: int, n_plans: int) -> list:
     p = Path(path)
     if not p.is_file():
         raise SpecError(f"reports={str(path)!r} does not exist; torchrun's rank 0 writes <out dir>/rank_reports.json")
-    data = json.loads(p.read_text())
-    reports = data.get("reports") or []
+    from pipelines.file_checks import load_reports
+
+    data = load_reports(p)
+    reports = data["reports"]
     if data.get("world_size") != world or len(reports) != world or any(len(r) != n_plans for r in reports):
         raise SpecError(f"reports {p.name} hold {len(reports)} ranks; this replay needs {world} ranks x {n_plans} "
                         f"plans (same schedule, compare and baselines as the torchrun run)")

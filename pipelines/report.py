@@ -36,7 +36,11 @@ def load_rows(tracking: dict, sweep: str | None, pipeline: str | None) -> tuple[
         if not parents:
             raise SpecError(f"no sweep found in {tracker.uri}; run one with -m first or give sweep=<run id>")
         sweep = parents[0].info.run_id
-    parent = client.get_run(sweep)
+    try:
+        parent = client.get_run(sweep)
+    except Exception:  # mlflow raises its own exception types for an unknown or malformed id
+        raise SpecError(f"sweep={sweep!r} is not a run in {tracker.uri}; give the parent run id a sweep printed, "
+                        f"or leave sweep out for the newest sweep") from None
     kind = parent.data.tags.get(TAG_PIPELINE, "")
     runs = client.search_runs([tracker.experiment_id], filter_string=f"tags.`{TAG_PARENT}` = '{sweep}'",
                               max_results=50000)

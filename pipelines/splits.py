@@ -6,12 +6,14 @@ results.json: ``count`` and ``splits`` (list of {kvp, tpa, ep, tpe}).
 from __future__ import annotations
 
 from pipelines.app import gx_main
+from pipelines.budgets import preflight
 from pipelines.specs import model_spec, positive_int
 
 
 def task(cfg) -> dict:
     from gxnet.splits import helix_splits
 
+    preflight("splits", cfg)
     model = model_spec(cfg)
     world = positive_int(cfg["world"], "world")
     splits = helix_splits(model, world)

@@ -17,6 +17,7 @@ Both return plain platform dicts that ``pipelines.network.pcie_server_spec`` acc
 
 from __future__ import annotations
 
+import math
 import re
 import xml.etree.ElementTree as ET
 
@@ -64,6 +65,10 @@ def platform_from_nvidia_smi(text: str, *, name: str = "imported", pcie_rate: fl
         bad = [v for v in vals if v not in _KINDS and not v.startswith("NV")]
         if bad:
             raise SpecError(f"nvidia-smi topology row {dev} has unknown entries {bad}; expected X, PIX, PXB, PHB, NODE, SYS")
+    missing = [d for d in header if d not in rows]
+    if missing:  # a truncated or edited table: never model fewer devices than the header names
+        raise SpecError(f"nvidia-smi topology text names {missing[0]} in its header but has no full row for it; "
+                        f"pass the complete output of `nvidia-smi topo -m`")
     devs = [d for d in header if d in rows]
     rel = {(a, b): rows[a][header.index(b)] for a in devs for b in devs}
     gpus = [d for d in devs if d.startswith("GPU")]
@@ -114,14 +119,29 @@ _GT_PER_LANE_BPS = {2.5: 2.5e9 * 8 / 10 / 8, 5.0: 5e9 * 8 / 10 / 8, 8.0: 8e9 * 1
                     16.0: 16e9 * 128 / 130 / 8, 32.0: 32e9 * 128 / 130 / 8, 64.0: 64e9 * 242 / 256 / 8}
 
 
+def _number(node: ET.Element, attr: str, default: float, kind: type = float) -> float:
+    """A numeric attribute of an XML element; a value that is not one is a one-line SpecError."""
+    raw = node.get(attr)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = kind(raw.strip())
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or value < 0:
+        rule = "a whole number >= 0" if kind is int else "a finite number >= 0"
+        raise SpecError(f"NCCL topology XML: <{node.tag} {attr}={raw!r}> must be {rule}")
+    return value
+
+
 def _link_rate(node: ET.Element, default: float) -> float:
     speed = node.get("link_speed", "")
-    m = re.match(r"\s*([0-9.]+)\s*GT/s", speed)
-    width = node.get("link_width")
+    m = re.match(r"\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s", speed)
+    width = _number(node, "link_width", 0, int)
     if not m or not width:
         return default
     per_lane = _GT_PER_LANE_BPS.get(float(m.group(1)), float(m.group(1)) * 1e9 * 128 / 130 / 8)
-    return per_lane * int(width)
+    return per_lane * width
 
 
 def platform_from_nccl_xml(text: str, *, name: str = "imported", default_rate: float = 32e9,
@@ -153,10 +173,10 @@ def platform_from_nccl_xml(text: str, *, name: str = "imported", default_rate: f
                     counter["rp"] += 1
                     vertices[at] = "switch"
                     links.append([at, parent, rate])
-                gpus.append((int(gpu.get("dev", len(gpus))), at, rate))
+                gpus.append((_number(gpu, "dev", len(gpus), int), at, rate))
             elif nic is not None:
                 for net in nic.findall("net"):
-                    speed_mbps = float(net.get("speed", "0") or 0)
+                    speed_mbps = _number(net, "speed", 0.0)
                     port = speed_mbps * 1e6 / 8 if speed_mbps > 0 else rate
                     nics[net.get("name", f"nic{len(nics)}").replace(":", "_")] = (parent, rate, port)
             else:
@@ -175,6 +195,10 @@ def platform_from_nccl_xml(text: str, *, name: str = "imported", default_rate: f
         raise SpecError("NCCL topology XML lists no <gpu>; dump it on the GPU server with NCCL_TOPO_DUMP_FILE")
     for c in cpu_names[1:]:
         links.append([cpu_names[0], c, socket_rate])
+    devs = [dev for dev, _, _ in gpus]
+    if len(set(devs)) != len(devs):
+        dup = next(d for d in devs if devs.count(d) > 1)
+        raise SpecError(f"NCCL topology XML: two <gpu> elements have dev={dup}; each GPU needs its own dev number")
     gpus.sort()
     order = {dev: k for k, (dev, _, _) in enumerate(gpus)}
     gpu_lists: dict[str, list[int]] = {}

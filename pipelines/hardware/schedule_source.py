@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -19,14 +18,13 @@ from collectives.errors import SpecError
 PLATFORM_DIR = Path(__file__).resolve().parents[2] / "conf" / "platform"
 
 
-def load_schedule(path: str | Path) -> dict:
-    p = Path(path)
-    if not p.is_file():
-        raise SpecError(f"schedule={str(path)!r} does not exist; give the schedule.json written by pipelines.alltoallv")
-    try:
-        return json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
-        raise SpecError(f"schedule={str(path)!r} is not JSON ({exc.msg} at line {exc.lineno})") from None
+def load_schedule(path: str | Path, what: str = "schedule") -> dict:
+    """A schedule.json, every field checked for shape (``pipelines.file_checks.SCHEDULE``)."""
+    from pipelines.file_checks import load_schedule as checked
+
+    if not Path(path).is_file():
+        raise SpecError(f"{what}={str(path)!r} does not exist; give the schedule.json written by pipelines.alltoallv")
+    return checked(path, what)
 
 
 def schedule_from_run(client, run_id: str, dst: Path, name: str = "schedule.json") -> dict:

@@ -63,6 +63,17 @@ def nccl_topology_xml(timeout_s: float = 120.0) -> str:
         return path.read_text()
 
 
+def read_text(path: str, what: str) -> str:
+    """A topology file's text; missing, a folder or not UTF-8 text is one line naming the option."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"{what} {path!r} does not exist or is not a file")
+    try:
+        return p.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{what} {path!r} cannot be read as text ({type(exc).__name__})") from None
+
+
 def discover(source: str = "auto", *, name: str = "host", nccl_xml: str | None = None,
              nvidia_smi_file: str | None = None, pcie_rate: float = 32e9, nic_rate: float = 25e9) -> tuple[dict, str]:
     """-> (platform dict, description of the source)."""
@@ -71,9 +82,9 @@ def discover(source: str = "auto", *, name: str = "host", nccl_xml: str | None =
     if source not in ("auto", "nccl", "nvidia-smi"):
         raise SpecError(f"--source {source!r} is unknown; use auto, nccl or nvidia-smi")
     if nccl_xml:
-        return platform_from_nccl_xml(Path(nccl_xml).read_text(), name=name, default_rate=pcie_rate), f"NCCL XML {nccl_xml}"
+        return platform_from_nccl_xml(read_text(nccl_xml, "--nccl-xml"), name=name, default_rate=pcie_rate), f"NCCL XML {nccl_xml}"
     if nvidia_smi_file:
-        return (platform_from_nvidia_smi(Path(nvidia_smi_file).read_text(), name=name, pcie_rate=pcie_rate,
+        return (platform_from_nvidia_smi(read_text(nvidia_smi_file, "--nvidia-smi-file"), name=name, pcie_rate=pcie_rate,
                                          nic_rate=nic_rate), f"nvidia-smi topo -m text {nvidia_smi_file}")
     errors = []
     if source in ("auto", "nccl"):

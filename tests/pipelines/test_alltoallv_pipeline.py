@@ -15,11 +15,14 @@ def test_single_scheduler_writes_results_and_replayable_schedule(pipeline):
                          "workload.seed=3", "catalog_cache=null")
     assert proc.returncode == 0, proc.stderr
     r = results(out)
-    for key in ("completion_s", "algbw_Bps", "busbw_Bps", "activations", "planning_s_per_activation", "schedule_valid"):
+    for key in ("completion_s", "algbw_Bps", "busbw_Bps", "activations", "schedule_valid"):
         assert key in r
     assert r["schedule_valid"] and r["n_ranks"] == 16
-    assert set(r["catalog"]) >= {"shapes", "families", "build_s"}
-    assert r["planning_kernel"] in ("c", "numpy") and 0 < r["planning_cpu_s"]
+    assert set(r["catalog"]) >= {"shapes", "families"}
+    # measured wall-clock planning figures live in timings.json, not in results.json
+    t = json.loads((out / "timings.json").read_text())
+    assert not (set(t) - {"catalog"}) & set(r) and 0 < t["planning_s_per_activation"] and "build_s" in t["catalog"]
+    assert r["planning_kernel"] in ("c", "numpy") and 0 < t["planning_cpu_s"]
     assert r["busbw_Bps"] == pytest.approx(r["algbw_Bps"] * 15 / 16)
     s = json.loads((out / "schedule.json").read_text())
     assert s["world_size"] == 16 and s["platform"] == "r5080_bf3x2" and len(s["activations"]) == r["activations"]
