@@ -334,10 +334,19 @@ def fabric_task(cfg):
     accel = _Accelerator()
     if ports is not None:
         accel.scaleup_ports = _int(ports, "fabric.ports")
+    from fabrics.network.analytical import FabricAnalytical
+
     network = build_network(fcfg, accel, world)
-    sweep, tables, reports = [], [], []
+    sweep, tables, reports, timing_rows = [], [], [], []
     for size in sizes:
+        if sweep and not isinstance(network, FabricAnalytical):  # a simulator reports per run: a fresh one per size
+            network = build_network(fcfg, accel, world)
         row, table, report = _price_one(network, collective, groups, world, size)
+        details = dict(report.details or {})
+        if "events" in details:
+            row["events"] = details["events"]
+        if "sim_wall_s" in details:  # measured wall time: timings.json, not results.json
+            timing_rows.append({"size_bytes": size, "sim_wall_s": details["sim_wall_s"]})
         sweep.append(row)
         tables.append(table)
         reports.append(report)
@@ -353,8 +362,9 @@ def fabric_task(cfg):
     timings = {}
     if report.details is not None:
         results["network_report"] = dict(report.details)
-        if "sim_wall_s" in results["network_report"]:  # measured wall time: timings.json, not results.json
-            timings["sim_wall_s"] = results["network_report"].pop("sim_wall_s")
+        results["network_report"].pop("sim_wall_s", None)
+    if timing_rows:
+        timings["sweep"] = timing_rows
     power = fabric_power(fcfg, accel, world)
     if power is not None:
         results["system_power_W"] = power["system_power_W"]
