@@ -347,6 +347,14 @@ def network_name(cfg: Any) -> str:
     return name
 
 
+def check_network_supported(cfg: Any) -> None:
+    """Refuse, before anything runs, a network model on a fabric family it does not declare."""
+    from fabrics.network.registry import check_family
+
+    fabric = fabric_name(cfg)
+    check_family(network_name(cfg), fabric, "pcie" if fabric == "pcie" else "scaleup")
+
+
 def network_spec(cfg: Any):
     """(registry name, typed spec) of ``cfg.network``."""
     from fabrics.network.registry import AnalyticalSpec, FlowSpec

@@ -286,6 +286,10 @@ def validate(pipeline: str, cfg: dict) -> None:
                 OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), node))
                 _VALID.add(key)
     check_numbers(cfg)
+    if isinstance(cfg.get("fabric"), dict) and isinstance(cfg.get("network"), dict):
+        from pipelines.network import check_network_supported
+
+        check_network_supported(cfg)  # network=analytical on fabric=pcie: refused at entry, sweeps included
     ray = cfg.get("ray")
     if isinstance(ray, dict):  # "auto" or an int: a union OmegaConf cannot type
         from pipelines.sweep import BatchSizer

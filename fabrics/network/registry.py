@@ -62,12 +62,17 @@ def supporting(family: str) -> list[str]:
     return [n for n, e in NETWORK_MODELS.items() if family in e.families]
 
 
-def check_supported(name: str, cluster: ClusterSpec) -> NetworkModelEntry:
+def check_family(name: str, fabric: str, family: str) -> NetworkModelEntry:
+    """The entry of ``network=name``; one line when it does not run on fabrics of ``family``."""
     entry = NETWORK_MODELS.get(name)
-    if cluster.family not in entry.families:
-        raise SpecError(f"network={name} does not run on fabric={cluster.name} ({cluster.family} fabrics); "
-                        f"choose network={' or network='.join(supporting(cluster.family))}")
+    if family not in entry.families:
+        raise SpecError(f"network={name} does not run on fabric={fabric} ({family} fabrics); "
+                        f"choose network={' or network='.join(supporting(family))}")
     return entry
+
+
+def check_supported(name: str, cluster: ClusterSpec) -> NetworkModelEntry:
+    return check_family(name, cluster.name, cluster.family)
 
 
 def build_network_model(name: str, cluster: ClusterSpec, spec, world: int, *, topology=None) -> NetworkModel:
