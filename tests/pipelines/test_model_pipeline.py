@@ -54,7 +54,6 @@ def test_precision_fields_override_without_plus(pipeline):
     assert r["precision"]["name"] == "custom" and r["kv_cache_bytes_per_token"] == 131_072 // 2
 
 
-@pytest.mark.xfail(reason="entry check search path", strict=False)
 def test_exported_yaml_works_from_a_user_config_dir(pipeline, tmp_path):
     conf = tmp_path / "conf"
     proc, _ = pipeline("model", "model=hf", f"model.config={HF / 'llama3_1_8b.json'}",
