@@ -42,11 +42,17 @@ class TrackingSchema:
 @dataclass
 class RaySchema:
     enabled: bool = True
-    address: Optional[str] = None
+    address: Optional[str] = "local"
     num_cpus: Optional[int] = None
     batch_size: Any = "auto"
     log_to_driver: bool = False
     colocate: List[str] = field(default_factory=list)
+
+
+@schema("sweep")
+@dataclass
+class SweepSchema:
+    point_timeout: Optional[str] = "3600s"
 
 
 def mirror_spec(spec_cls: type, *, extra: tuple = ()) -> type:
@@ -190,3 +196,11 @@ def validate(pipeline: str, cfg: dict) -> None:
         from pipelines.sweep import BatchSizer
 
         BatchSizer.parse(ray.get("batch_size", "auto"))
+        from pipelines.ray_cluster import target_of
+
+        target_of(ray.get("address"))
+    sweep = cfg.get("sweep")
+    if isinstance(sweep, dict):  # a dict in a pipeline's config; report's sweep= is a run id
+        from pipelines.sweep import point_timeout_s
+
+        point_timeout_s(sweep)
