@@ -8,6 +8,7 @@ suite runs three process groups; the hung-rank and torchrun checks are marked sl
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -203,3 +204,65 @@ def test_replay_of_a_real_alltoallv_run_predicts_what_that_run_reported(tmp_path
     assert res["predicted_completion_s"] == pytest.approx(a2a_res["completion_s"], rel=1e-9)
     children = client.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     assert len(children) == 1 and children[0].info.status == "FINISHED"
+
+
+def _descendants(pid: int) -> set[int]:
+    kids: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        kids.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = set(), [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            if k not in out:
+                out.add(k)
+                todo.append(k)
+    return out
+
+
+def _alive(pids) -> set[int]:
+    out = set()
+    for p in pids:
+        try:
+            if Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                out.add(p)
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, pytest.param(signal.SIGKILL, marks=pytest.mark.slow)])
+def test_a_signal_on_the_replay_parent_leaves_no_orphaned_ranks(tmp_path, sig):
+    """A hung rank keeps every rank waiting in a collective; stopping the parent must take them all
+    down at once (SIGTERM: the parent stops them; SIGKILL: each rank's parent-death signal)."""
+    demand = workloads.zipf(4, 16 * 1024, 0.6, seed=5)
+    sched = _write(tmp_path, "nccl", schedule_json("nccl", 1, demand))
+    cmd = [sys.executable, "-m", "pipelines.replay", f"schedule={sched}", "fault.rank=2", "fault.activation=1",
+           "fault.mode=hang", "timeout=300s", "predict.platform=none", "baselines=[]", "warmup=0",
+           f"hydra.run.dir={tmp_path / 'run'}"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    tree: set[int] = set()
+    while time.monotonic() < deadline and proc.poll() is None:
+        tree |= _descendants(proc.pid)
+        if len(_alive(tree)) >= 5:  # the forkserver and 4 ranks
+            break
+        time.sleep(0.2)
+    assert len(_alive(tree)) >= 5, f"ranks did not start: {proc.poll()}"
+    time.sleep(3)  # past start-up: the ranks sit in the hung activation's collective
+    tree |= _descendants(proc.pid)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    t0 = time.monotonic()
+    while _alive(tree) and time.monotonic() - t0 < 20:
+        time.sleep(0.2)
+    assert not _alive(tree), f"orphaned ranks: {_alive(tree)}"
+    assert time.monotonic() - t0 < 20
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 128 + signal.SIGTERM
+        assert "replay stopped by SIGTERM" in err and "Traceback" not in err
+    assert not (tmp_path / "run" / "results.json").exists()
