@@ -10,7 +10,7 @@
 
 Joining never passes ``num_cpus`` (Ray refuses it: the cluster's own CPUs count). A cluster with
 token authentication needs ``RAY_AUTH_TOKEN`` (or ``RAY_AUTH_TOKEN_PATH``) in the driver's
-environment; ``RAY_AUTH_MODE=token`` is implied when a token is given. A missing or wrong token,
+environment (or ``~/.ray/auth_token``); ``RAY_AUTH_MODE=token`` is implied when there is one. A missing or wrong token,
 an address nobody answers on, or no cluster to join is one line (exit 2), before anything is
 logged. Ray's driver exits by itself about 60 s after it loses its GCS, so the sweep watches the
 head's port (:class:`HeadWatch`) and stops first, with its summary.
@@ -87,10 +87,18 @@ def _captured_fd2():
             text.append(buf.read().decode(errors="replace"))
 
 
-def _auth_env() -> None:
-    if os.environ.get("RAY_AUTH_MODE") is None and (os.environ.get("RAY_AUTH_TOKEN")
-                                                     or os.environ.get("RAY_AUTH_TOKEN_PATH")):
-        os.environ["RAY_AUTH_MODE"] = "token"
+def _token_auth_if_token() -> None:
+    """Use token authentication when the driver has a token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or
+    ~/.ray/auth_token) and RAY_AUTH_MODE is unset, as Ray does for a cluster it finds by itself but
+    not for an explicit address. A cluster without authentication accepts such a client too."""
+    if os.environ.get("RAY_AUTH_MODE") is not None:
+        return
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available)
+    except ImportError:  # a Ray without token authentication
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
 def join_error(target: Target, exc: BaseException, log: str) -> str:
@@ -127,10 +135,10 @@ def connect(ray_cfg: dict) -> tuple[Target, int]:
             raise SpecError(f"ray.address={target.address}: no Ray head answers there ({why}); start one with "
                             f"`ray start --head --port={target.address.rpartition(':')[2]}` or use "
                             f"ray.address=local for a private Ray")
-    _auth_env()
     os.environ.setdefault("RAY_gcs_server_port_wait_time_s", CONNECT_RETRIES_S)
     try:
         with _captured_fd2() as log:
+            _token_auth_if_token()
             ray.init(address=target.address or AUTO, **kwargs)
     except Exception as exc:
         with contextlib.suppress(Exception):
@@ -174,3 +182,17 @@ class HeadWatch:
         if now - self.down_since >= self.grace_s:
             return f"Ray head at {self.address} lost ({why})"
         return None
+
+    def lost_with_worker(self, within_s: float = 2.0) -> str | None:
+        """After a worker died: was it the head going? (A killed head takes its workers first; its
+        port then refuses within moments.) Probes for up to ``within_s``."""
+        if self.address is None:
+            return None
+        deadline = time.monotonic() + within_s
+        while True:
+            why = reachable(self.address, timeout_s=0.5)
+            if why is not None:
+                return f"Ray head at {self.address} lost ({why})"
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.25)

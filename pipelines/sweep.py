@@ -465,11 +465,19 @@ def _run_on_ray(pipeline: str, todo: list[SweepPoint], ray_cfg: dict, n_workers:
             group, _ = pending.pop(ref)
             try:
                 outcomes = ray.get(ref)
-            except Exception as exc:  # a worker died: its points fail, the sweep goes on
+            except Exception as exc:  # a worker died: its points fail, the sweep goes on, unless the head went
+                lost = watch.lost_with_worker()
+                if lost:
+                    summary.head_lost = lost
+                    pending[ref] = (group, None)
+                    drop_all({"ok": False, "error": f"{lost} while the point ran"}, cancel=False)
+                    break
                 outcomes = [{"ok": False, "error": f"worker failed: {type(exc).__name__}: {exc}"}] * len(group)
             sizer.observe(outcomes)
             for p, outcome in zip(group, outcomes):
                 record(p, outcome)
+        if summary.head_lost:
+            break
         while units and len(pending) < window and stop.signum is None and not summary.head_lost:
             submit()
     summary.not_run = sum(len(u) for u in units)

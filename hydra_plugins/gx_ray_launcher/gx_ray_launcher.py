@@ -133,7 +133,8 @@ def write_sweep_record(sweep_dir: Path, *, pipeline: str, sweep_name: str, sweep
     from pipelines.app import write_atomic
 
     record = {"pipeline": pipeline, "sweep_name": sweep_name, "sweep_hash": sweep_hash,
-              "parent_run_id": summary.parent_run_id, "tracking_uri": None, "exit_code": summary.exit_code,
+              "parent_run_id": summary.parent_run_id, "tracking_uri": None,
+              "experiment": tracking_cfg.get("experiment") or "gxnet", "exit_code": summary.exit_code,
               **summary.as_dict()}
     if summary.parent_run_id is not None:
         from pipelines.tracking import default_uri
