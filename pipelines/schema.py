@@ -49,12 +49,6 @@ class RaySchema:
     colocate: List[str] = field(default_factory=list)
 
 
-@schema("sweep")
-@dataclass
-class SweepSchema:
-    point_timeout: Optional[str] = "3600s"
-
-
 def mirror_spec(spec_cls: type, *, extra: tuple = ()) -> type:
     """A structured-config schema with the fields, types and defaults of a frozen spec dataclass
     (tuples become lists, which YAML gives), so the spec stays the one place a field is declared
@@ -201,6 +195,6 @@ def validate(pipeline: str, cfg: dict) -> None:
         target_of(ray.get("address"))
     sweep = cfg.get("sweep")
     if isinstance(sweep, dict):  # a dict in a pipeline's config; report's sweep= is a run id
-        from pipelines.sweep import point_timeout_s
+        from pipelines.sweep import check_sweep_keys
 
-        point_timeout_s(sweep)
+        check_sweep_keys(sweep)

@@ -97,6 +97,20 @@ def point_timeout_s(sweep_cfg: dict | None) -> float | None:
     return seconds
 
 
+SWEEP_KEYS = ("point_timeout",)
+
+
+def check_sweep_keys(sweep_cfg: dict) -> None:
+    """The ``sweep`` block of a pipeline's config (a plain block, not a config group: ``gx report
+    sweep=<run id>`` keeps its meaning)."""
+    from collectives.errors import SpecError
+
+    for key in sweep_cfg:
+        if key not in SWEEP_KEYS:
+            raise SpecError(f"sweep.{key} is not a sweep setting; the sweep block has {', '.join(SWEEP_KEYS)}")
+    point_timeout_s(sweep_cfg)
+
+
 class PointTimeout(BaseException):
     """Raised in a point's process when it runs over sweep.point_timeout (BaseException: a
     pipeline's own ``except Exception`` must not swallow it)."""
@@ -246,6 +260,7 @@ class Progress:
         self.t0 = time.monotonic()
         self.shown_at: float | None = None
         self.open_line = False
+        self.last_text = ""
         try:
             "·".encode(getattr(self.stream, "encoding", None) or "ascii")
             self.sep = " · "
@@ -280,7 +295,11 @@ class Progress:
             if final:
                 self.stream.write("\n")
         else:
-            self.stream.write(self.line(s) + "\n")
+            text = self.line(s)
+            if final and text == self.last_text:
+                return
+            self.stream.write(text + "\n")
+            self.last_text = text
         self.stream.flush()
 
     def close_line(self) -> None:

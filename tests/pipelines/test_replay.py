@@ -244,7 +244,9 @@ def test_a_signal_on_the_replay_parent_leaves_no_orphaned_ranks(tmp_path, sig):
     cmd = [sys.executable, "-m", "pipelines.replay", f"schedule={sched}", "fault.rank=2", "fault.activation=1",
            "fault.mode=hang", "timeout=300s", "predict.platform=none", "baselines=[]", "warmup=0",
            f"hydra.run.dir={tmp_path / 'run'}"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "stderr.txt"  # a file, not a pipe: orphans holding a pipe open would hang the test instead
+    with open(log, "w") as err_file:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err_file, text=True)
     deadline = time.monotonic() + 180
     tree: set[int] = set()
     while time.monotonic() < deadline and proc.poll() is None:
@@ -256,7 +258,8 @@ def test_a_signal_on_the_replay_parent_leaves_no_orphaned_ranks(tmp_path, sig):
     time.sleep(3)  # past start-up: the ranks sit in the hung activation's collective
     tree |= _descendants(proc.pid)
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
+    proc.wait(timeout=60)
+    err = log.read_text()
     t0 = time.monotonic()
     while _alive(tree) and time.monotonic() - t0 < 20:
         time.sleep(0.2)
