@@ -73,7 +73,7 @@ def test_sweep_on_ray_logs_parent_and_children_and_rerun_skips(tmp_path):
     assert hydra_cfg["job"]["num"] == 5
     # progress: plain lines off a terminal, the result table at the end
     assert "\r" not in proc.stderr and "done 6 · failed 0 · skipped 0 · ETA 0 s" in proc.stderr
-    assert sum(l.startswith("| ") for l in proc.stdout.splitlines()) == 8
+    assert sum(l.startswith("|") for l in proc.stdout.splitlines()) == 8  # header, rule, 6 points
     record = json.loads((tmp_path / "multi" / "sweep.json").read_text())
     assert record["done"] == 6 and record["exit_code"] == 0 and record["parent_run_id"]
     again = sweep(tmp_path, "batch=1,2,4", "fabric=single_eps,single_ocs", "ray.num_cpus=2")
