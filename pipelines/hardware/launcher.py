@@ -16,10 +16,11 @@ not a user error: exit code 1, no results written). The process group's own time
 above the watchdog's so the parent always decides first.
 
 The ranks die with their parent: SIGTERM/SIGINT on the parent stop every rank before it exits
-(exit 128 + signal), and each rank asks the kernel for SIGKILL when its parent process goes
-(``prctl(PR_SET_PDEATHSIG)``, Linux): the ranks' parent is the forkserver, which exits as soon
-as the replay parent is gone, even by SIGKILL. Without this a rank waits out its collective
-timeout (minutes) as an orphan.
+(exit 128 + signal); if the parent is killed outright, each rank goes within a second, by the
+kernel's parent-death signal (``prctl(PR_SET_PDEATHSIG)``, Linux; the ranks' parent is the
+forkserver, which exits with the replay parent once the ranks let go of its "alive" pipe) and
+by a thread watching the replay parent. Without this a rank waits out its collective timeout
+(minutes) as an orphan.
 """
 
 from __future__ import annotations
@@ -83,9 +84,33 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _release_forkserver() -> None:
+    """A forkserver child inherits the forkserver's "alive" pipe, which keeps the forkserver (the
+    rank's parent) running while any rank does; let go of it so the forkserver exits with the
+    replay parent and the parent-death signal reaches the rank."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        server._forkserver_alive_fd = None
+
+
+def _exit_when_gone(pid: int, every_s: float = 0.5) -> None:
+    while _alive(pid):
+        time.sleep(every_s)
+    os._exit(1)
+
+
 def rank_entry(replay_parent: int, *args) -> None:
-    """Process target of every rank: die with the parent, then run the rank."""
+    """Process target of every rank: die with the replay parent, then run the rank. Two ways, so
+    either suffices: the kernel's parent-death signal (the forkserver, the rank's parent, exits
+    with the replay parent) and a thread that watches the replay parent."""
     die_with_parent()
+    _release_forkserver()
+    threading.Thread(target=_exit_when_gone, args=(replay_parent,), daemon=True, name="replay-parent").start()
     if not _alive(replay_parent):  # the parent went before prctl took effect
         os._exit(1)
     spawn_entry(*args)
