@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from proc_tree import alive, descendants
 
 from collectives.alltoallv import workloads
 from pipelines.hardware.cpu_testbed import TESTBED, schedule_json
@@ -206,34 +207,6 @@ def test_replay_of_a_real_alltoallv_run_predicts_what_that_run_reported(tmp_path
     assert len(children) == 1 and children[0].info.status == "FINISHED"
 
 
-def _descendants(pid: int) -> set[int]:
-    kids: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        kids.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = set(), [pid]
-    while todo:
-        for k in kids.get(todo.pop(), []):
-            if k not in out:
-                out.add(k)
-                todo.append(k)
-    return out
-
-
-def _alive(pids) -> set[int]:
-    out = set()
-    for p in pids:
-        try:
-            if Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-                out.add(p)
-        except OSError:
-            pass
-    return out
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, pytest.param(signal.SIGKILL, marks=pytest.mark.slow)])
 def test_a_signal_on_the_replay_parent_leaves_no_orphaned_ranks(tmp_path, sig):
@@ -250,20 +223,20 @@ def test_a_signal_on_the_replay_parent_leaves_no_orphaned_ranks(tmp_path, sig):
     deadline = time.monotonic() + 180
     tree: set[int] = set()
     while time.monotonic() < deadline and proc.poll() is None:
-        tree |= _descendants(proc.pid)
-        if len(_alive(tree)) >= 5:  # the forkserver and 4 ranks
+        tree |= descendants(proc.pid)
+        if len(alive(tree)) >= 5:  # the forkserver and 4 ranks
             break
         time.sleep(0.2)
-    assert len(_alive(tree)) >= 5, f"ranks did not start: {proc.poll()}"
+    assert len(alive(tree)) >= 5, f"ranks did not start: {proc.poll()}"
     time.sleep(3)  # past start-up: the ranks sit in the hung activation's collective
-    tree |= _descendants(proc.pid)
+    tree |= descendants(proc.pid)
     proc.send_signal(sig)
     proc.wait(timeout=60)
     err = log.read_text()
     t0 = time.monotonic()
-    while _alive(tree) and time.monotonic() - t0 < 20:
+    while alive(tree) and time.monotonic() - t0 < 20:
         time.sleep(0.2)
-    assert not _alive(tree), f"orphaned ranks: {_alive(tree)}"
+    assert not alive(tree), f"orphaned ranks: {alive(tree)}"
     assert time.monotonic() - t0 < 20
     if sig == signal.SIGTERM:
         assert proc.returncode == 128 + signal.SIGTERM

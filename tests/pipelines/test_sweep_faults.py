@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from proc_tree import alive, descendants
 
 ROOT = Path(__file__).resolve().parents[2]
 RAY = Path(sys.executable).parent / "ray"
@@ -28,39 +29,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def children_of() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        kids.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    return kids
-
-
-def descendants(pid: int) -> set[int]:
-    kids, out, todo = children_of(), set(), [pid]
-    while todo:
-        for k in kids.get(todo.pop(), []):
-            if k not in out:
-                out.add(k)
-                todo.append(k)
-    return out
-
-
-def alive(pids) -> set[int]:
-    out = set()
-    for p in pids:
-        try:
-            state = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            out.add(p)
-    return out
 
 
 def wait_until(pred, timeout_s: float, every_s: float = 0.2) -> bool:
