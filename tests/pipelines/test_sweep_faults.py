@@ -9,6 +9,7 @@ test's directory (``sleepy``: sleeps ``sleep_s``), run through ``pipelines.sweep
 
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
@@ -67,6 +68,7 @@ def ray_tmp():
         except OSError:
             continue
     kill_tree(pids)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 class Head:
