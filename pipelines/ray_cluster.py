@@ -5,7 +5,8 @@
 - ``local`` (default): always start a private Ray for this driver with ``ray.num_cpus`` workers,
   whatever else runs on the host (a ``ray start`` head, a stale address file, ``RAY_ADDRESS``);
   it stops with the driver.
-- ``auto``: join the cluster ``RAY_ADDRESS`` names, else the one ``ray start`` recorded on this host.
+- ``auto``: join the cluster ``RAY_ADDRESS`` names, else the one ``ray start`` recorded on this host
+  (its address file; a stale one is reported, not waited on).
 - ``host:port``: join the head whose GCS listens there.
 
 Joining never passes ``num_cpus`` (Ray refuses it: the cluster's own CPUs count). A cluster with
@@ -129,22 +130,47 @@ def connect(ray_cfg: dict) -> tuple[Target, int]:
     if not target.joins:
         ray.init(address=LOCAL, num_cpus=int(ray_cfg.get("num_cpus") or os.cpu_count() or 1), **kwargs)
         return target, int(ray.cluster_resources().get("CPU", 1))
-    if target.address is not None:
-        why = reachable(target.address)
-        if why is not None:
-            raise SpecError(f"ray.address={target.address}: no Ray head answers there ({why}); start one with "
-                            f"`ray start --head --port={target.address.rpartition(':')[2]}` or use "
-                            f"ray.address=local for a private Ray")
+    address = target.address or auto_address()
+    why = reachable(address)
+    if why is not None:
+        source = "RAY_ADDRESS" if os.environ.get("RAY_ADDRESS") else "the address file of `ray start`"
+        where = target.address or f"auto ({address}, from {source})"
+        raise SpecError(f"ray.address={where}: no Ray head answers there ({why}); start one with "
+                        f"`ray start --head --port={address.rpartition(':')[2]}` or use "
+                        f"ray.address=local for a private Ray")
     os.environ.setdefault("RAY_gcs_server_port_wait_time_s", CONNECT_RETRIES_S)
     try:
         with _captured_fd2() as log:
             _token_auth_if_token()
-            ray.init(address=target.address or AUTO, **kwargs)
+            ray.init(address=address, **kwargs)
     except Exception as exc:
         with contextlib.suppress(Exception):
             ray.shutdown()
         raise SpecError(join_error(target, exc, "".join(log))) from None
     return target, int(ray.cluster_resources().get("CPU", 1))
+
+
+def auto_address() -> str:
+    """``ray.address=auto``: RAY_ADDRESS, else the address file of the last ``ray start`` on this
+    host (never, as Ray's own "auto" would, any Ray process it finds running: on a shared host
+    that may be another user's private Ray)."""
+    address = os.environ.get("RAY_ADDRESS", "").strip()
+    if not address:
+        try:
+            from ray._private.utils import read_ray_address
+
+            address = read_ray_address() or ""
+        except ImportError:
+            address = ""
+    if not address:
+        raise SpecError("ray.address=auto: no Ray cluster to join (RAY_ADDRESS is unset and no `ray start` head "
+                        "runs on this host); start one with `ray start --head`, or use ray.address=local for a "
+                        "private Ray")
+    try:
+        found = target_of(address)
+    except SpecError as exc:
+        raise SpecError(f"ray.address=auto found {address!r}, which is no head's address host:port ({exc})") from None
+    return found.address or address
 
 
 def gcs_address() -> str | None:
