@@ -39,7 +39,7 @@ class TrackingSchema:
 @dataclass
 class RaySchema:
     enabled: bool = True
-    address: Optional[str] = None
+    address: Optional[str] = "local"
     num_cpus: Optional[int] = None
     batch_size: Any = "auto"
     log_to_driver: bool = False
@@ -295,3 +295,11 @@ def validate(pipeline: str, cfg: dict) -> None:
         from pipelines.sweep import BatchSizer
 
         BatchSizer.parse(ray.get("batch_size", "auto"))
+        from pipelines.ray_cluster import target_of
+
+        target_of(ray.get("address"))
+    sweep = cfg.get("sweep")
+    if isinstance(sweep, dict):  # a dict in a pipeline's config; report's sweep= is a run id
+        from pipelines.sweep import check_sweep_keys
+
+        check_sweep_keys(sweep)

@@ -1,21 +1,27 @@
-"""Sweep execution on Ray with MLflow logging from the driver (issue: orchestration).
+"""Sweep execution on Ray with MLflow logging from the driver.
 
 Hydra's ``-m`` multirun hands the composed points to the ``gx_ray`` launcher
 (``hydra_plugins/gx_ray_launcher``), which calls :func:`run_sweep`. Points run as Ray tasks
 of whole colocated units (:func:`colocated_units`, sharing a process's caches) sized from the
 points' observed run time (:class:`BatchSizer`, keeping Ray's per-task cost small next to
 millisecond-scale evaluations); the driver collects them with ``ray.wait``, shows progress,
-writes each point's files into its Hydra job directory and logs it to MLflow at once, so a
-killed driver loses only the points in flight. A point that raises is recorded as failed
-with its reason and the sweep goes on.
+writes each point's files (and Hydra's ``.hydra/``) into its job directory and logs it to
+MLflow at once, so a killed driver loses only the points in flight. A point that raises or
+runs over ``sweep.point_timeout`` is recorded as failed with its reason and the sweep goes on.
+SIGINT/SIGTERM stop the sweep cleanly (points in flight cancelled and recorded, summary
+printed); a lost Ray head (``pipelines.ray_cluster``) does the same. A rerun skips the points
+that have a FINISHED run. Ray cluster choice: ``pipelines/ray_cluster.py``; docs: docs/sweeps.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections import deque
@@ -23,7 +29,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ORCHESTRATION_KEYS = ("hydra", "ray", "tracking")
+# config keys that say how a point runs, not what it computes: not part of a point's identity
+ORCHESTRATION_KEYS = ("hydra", "ray", "tracking", "sweep")
+# the columns of the final table; other pipelines show their first numeric results
+MAIN_METRICS = {
+    "decode": ("interactivity_tok_s_user", "throughput_tok_s", "tokens_per_s_per_MW", "decode_step_s"),
+    "search": ("best.interactivity_tok_s_user", "best.throughput_tok_s", "best.tokens_per_s_per_MW", "feasible"),
+    "alltoallv": ("completion_s", "algbw_Bps", "busbw_Bps"),
+    "plan": ("total_time_s", "host_degree", "ports_used"),
+}
+TABLE_ROWS = 200
 
 
 @dataclass
@@ -34,6 +49,7 @@ class SweepPoint:
     out_dir: Path
     cfg_hash: str = ""
     name: str = ""
+    job_cfg: Any = None  # the composed DictConfig (with hydra), for the job's .hydra/ folder
 
 
 @dataclass
@@ -41,34 +57,113 @@ class SweepSummary:
     done: int = 0
     failed: int = 0
     skipped: int = 0
+    cancelled: int = 0
+    not_run: int = 0
     errors: dict[int, str] = field(default_factory=dict)
     wall_s: float = 0.0
     timeline: list[dict] = field(default_factory=list)  # one row per point run: worker, start, wall
+    signal: int | None = None  # SIGINT/SIGTERM that stopped the sweep
+    head_lost: str | None = None  # the Ray head went away mid-sweep
+    parent_run_id: str | None = None
 
     def as_dict(self) -> dict[str, int]:
-        return {"done": self.done, "failed": self.failed, "skipped": self.skipped}
+        return {"done": self.done, "failed": self.failed, "skipped": self.skipped, "cancelled": self.cancelled,
+                "not_run": self.not_run}
+
+    @property
+    def exit_code(self) -> int:
+        """0 all points finished; 1 a point failed or the Ray head was lost; 128+N stopped by signal N."""
+        if self.signal is not None:
+            return 128 + self.signal
+        return 1 if (self.failed or self.head_lost or self.cancelled or self.not_run) else 0
 
 
 def point_config(cfg: dict) -> dict:
     return {k: v for k, v in cfg.items() if k not in ORCHESTRATION_KEYS}
 
 
-def run_points(pipeline: str, cfgs: list[dict]) -> list[dict]:
+def point_timeout_s(sweep_cfg: dict | None) -> float | None:
+    """``sweep.point_timeout`` in seconds (None: no limit); SpecError when not a positive time."""
+    from collectives.errors import SpecError
+    from pipelines.units import parse_time
+
+    value = (sweep_cfg or {}).get("point_timeout")
+    if value is None:
+        return None
+    seconds = parse_time(value, "sweep.point_timeout")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise SpecError(f"sweep.point_timeout={value!r} must be a positive, finite time (e.g. 600s) or null "
+                        f"for no limit")
+    return seconds
+
+
+SWEEP_KEYS = ("point_timeout",)
+
+
+def check_sweep_keys(sweep_cfg: dict) -> None:
+    """The ``sweep`` block of a pipeline's config (a plain block, not a config group: ``gx report
+    sweep=<run id>`` keeps its meaning)."""
+    from collectives.errors import SpecError
+
+    for key in sweep_cfg:
+        if key not in SWEEP_KEYS:
+            raise SpecError(f"sweep.{key} is not a sweep setting; the sweep block has {', '.join(SWEEP_KEYS)}")
+    point_timeout_s(sweep_cfg)
+
+
+class PointTimeout(BaseException):
+    """Raised in a point's process when it runs over sweep.point_timeout (BaseException: a
+    pipeline's own ``except Exception`` must not swallow it)."""
+
+
+class SweepStopped(BaseException):
+    """Raised in the driver's point (in-process sweeps) when SIGINT/SIGTERM stops the sweep."""
+
+
+@contextlib.contextmanager
+def deadline(timeout_s: float | None):
+    """SIGALRM after ``timeout_s`` raises PointTimeout in the running point (main thread only;
+    elsewhere the driver's own deadline, which kills the worker, is the limit)."""
+    if not timeout_s or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise PointTimeout()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def timeout_error(timeout_s: float) -> str:
+    return f"timed out: ran over sweep.point_timeout={timeout_s:g}s"
+
+
+def run_points(pipeline: str, cfgs: list[dict], timeout_s: float | None = None) -> list[dict]:
     """Worker side: run the pipeline's pure task on each config (no files, no MLflow)."""
     from omegaconf import OmegaConf
 
     from collectives.errors import SpecError
 
-    module = importlib.import_module(f"pipelines.{pipeline}")
+    # a dotted name is a module of its own (a test pipeline); the others live in pipelines/
+    module = importlib.import_module(pipeline if "." in pipeline else f"pipelines.{pipeline}")
     task = module.main.task
     outcomes = []
     for cfg in cfgs:
         t0, started = time.perf_counter(), time.time()
         try:
-            outcome = task(OmegaConf.create(cfg))
+            with deadline(timeout_s):
+                outcome = task(OmegaConf.create(cfg))
             results, artifacts = outcome if isinstance(outcome, tuple) else (outcome, None)
             outcomes.append({"ok": True, "results": results, "artifacts": artifacts or {},
                              "wall_s": time.perf_counter() - t0})
+        except PointTimeout:
+            outcomes.append({"ok": False, "error": timeout_error(timeout_s or 0.0), "wall_s": time.perf_counter() - t0})
         except SpecError as exc:
             outcomes.append({"ok": False, "error": f"invalid point: {exc}", "wall_s": time.perf_counter() - t0})
         except Exception as exc:  # a failing point must not stop the sweep
@@ -146,148 +241,413 @@ class BatchSizer:
         return max(1, min(64, want, math.ceil(remaining / (2 * self.n_workers))))
 
 
-class Progress:
-    def __init__(self, total: int, stream=sys.stderr):
-        self.total, self.stream, self.t0 = total, stream, time.perf_counter()
+def _duration(seconds: float) -> str:
+    if seconds < 100:
+        return f"{seconds:.0f} s"
+    if seconds < 6000:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
 
-    def update(self, s: SweepSummary) -> None:
-        n = s.done + s.failed + s.skipped
-        width = 30
-        filled = int(width * n / max(1, self.total))
-        rate = n / max(1e-9, time.perf_counter() - self.t0)
-        self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {n}/{self.total} "
-                          f"done {s.done} failed {s.failed} skipped {s.skipped} ({rate:.1f}/s)")
-        if n >= self.total:
-            self.stream.write("\n")
+
+class Progress:
+    """``done 3 · failed 0 · skipped 0 · ETA 12 s``: redrawn in place on a terminal; elsewhere
+    (logs, CI) a plain line per update, at most one every ``every_s`` (and always the last)."""
+
+    def __init__(self, total: int, todo: int, stream=None, every_s: float = 5.0):
+        self.stream = stream if stream is not None else sys.stderr
+        self.total, self.todo, self.every_s = total, todo, every_s
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.t0 = time.monotonic()
+        self.shown_at: float | None = None
+        self.open_line = False
+        self.last_text = ""
+        try:
+            "·".encode(getattr(self.stream, "encoding", None) or "ascii")
+            self.sep = " · "
+        except (UnicodeEncodeError, LookupError):
+            self.sep = " | "
+
+    def line(self, s: SweepSummary) -> str:
+        ran = s.done + s.failed + s.cancelled
+        left = max(0, self.todo - ran)
+        if not left:
+            eta = "0 s"
+        elif ran:
+            eta = _duration((time.monotonic() - self.t0) / ran * left)
+        else:
+            eta = "?"
+        parts = [f"done {s.done}", f"failed {s.failed}", f"skipped {s.skipped}"]
+        if s.cancelled:
+            parts.append(f"cancelled {s.cancelled}")
+        return self.sep.join(parts + [f"ETA {eta}"])
+
+    def update(self, s: SweepSummary, final: bool = False) -> None:
+        now = time.monotonic()
+        min_gap = 0.1 if self.tty else self.every_s
+        if not final and self.shown_at is not None and now - self.shown_at < min_gap:
+            return
+        self.shown_at = now
+        if self.tty:
+            n = s.done + s.failed + s.skipped + s.cancelled
+            filled = int(24 * n / max(1, self.total))
+            self.stream.write(f"\r\x1b[K[{'#' * filled}{'.' * (24 - filled)}] {n}/{self.total} {self.line(s)}")
+            self.open_line = not final
+            if final:
+                self.stream.write("\n")
+        else:
+            text = self.line(s)
+            if final and text == self.last_text:
+                return
+            self.stream.write(text + "\n")
+            self.last_text = text
         self.stream.flush()
 
+    def close_line(self) -> None:
+        """End a half-drawn terminal line before other output."""
+        if self.tty and self.open_line:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.open_line = False
 
-def init_ray(ray_cfg: dict) -> int:
-    """Local Ray by default; an existing cluster when ray.address or RAY_ADDRESS is set."""
+
+class StopSignals:
+    """SIGINT/SIGTERM during a sweep: the first asks for a clean stop (the driver cancels what
+    is in flight, records it, prints the summary); a second one exits at once."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.in_point = False  # an in-process point is running: interrupt it
+        self.previous: dict = {}
+
+    def install(self) -> None:
+        """(Re)install: ray.init sets its own SIGTERM handler."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in self.SIGNALS:
+            old = signal.signal(sig, self._handle)
+            self.previous.setdefault(sig, old)
+
+    def restore(self) -> None:
+        for sig, old in self.previous.items():
+            signal.signal(sig, old)
+        self.previous.clear()
+
+    def _handle(self, signum, frame) -> None:
+        if self.signum is not None:
+            os._exit(128 + signum)
+        self.signum = signum
+        print(f"\n{signal.Signals(signum).name}: stopping the sweep (cancelling the points in flight; "
+              f"send it again to exit at once)", file=sys.stderr, flush=True)
+        if self.in_point:
+            raise SweepStopped(signum)
+
+
+def write_job_hydra(p: SweepPoint) -> None:
+    """The job folder's ``.hydra/`` as Hydra writes it for a normal run: config.yaml (the job's
+    config without hydra, unresolved), hydra.yaml (the hydra node, runtime.output_dir set) and
+    overrides.yaml. One plain conversion and libyaml's dumper: a few ms a point, where
+    OmegaConf's masked copies and dumper take ~100 ms."""
+    cfg = p.job_cfg
+    if cfg is None:
+        return
+    import yaml
+    from omegaconf import OmegaConf
+
+    from pipelines.app import write_atomic
+
+    plain = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
+    hydra = plain.pop("hydra", None) or {}
+    if hydra.get("output_subdir") is None:
+        return
+    hydra.setdefault("runtime", {})["output_dir"] = str(p.out_dir)
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+    def dump(obj) -> str:
+        return yaml.dump(obj, Dumper=dumper, default_flow_style=False, allow_unicode=True, sort_keys=False)
+
+    out = p.out_dir / str(hydra["output_subdir"])
+    write_atomic(out / "config.yaml", dump(plain))
+    write_atomic(out / "hydra.yaml", dump({"hydra": hydra}))
+    write_atomic(out / "overrides.yaml", dump(list(hydra.get("overrides", {}).get("task", []))))
+
+
+def _cell(v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:,.1f}" if abs(v) >= 100 else f"{v:.4g}"
+    return str(v)
+
+
+def result_table(pipeline: str, rows: list[tuple[SweepPoint, str, dict]]) -> str:
+    """Markdown table of the sweep: one row per point (swept values, main metrics, status).
+    ``rows``: (point, status, flattened numeric results)."""
+    values: dict[str, set] = {}
+    for p, _, _ in rows:
+        for o in p.overrides:
+            k, _, v = o.partition("=")
+            if v and k.lstrip("+~").split(".")[0].split("/")[0] not in ORCHESTRATION_KEYS:
+                values.setdefault(k.lstrip("+~"), set()).add(v)
+    keys = [k for k, vs in values.items() if len(vs) > 1] or list(values)  # the swept keys
+    metrics = [m for m in MAIN_METRICS.get(pipeline, ()) if any(m in r for _, _, r in rows)]
+    if not metrics:
+        first = next((r for _, s, r in rows if r), {})
+        metrics = list(first)[:4]
+    cols = keys + metrics + ["status"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for p, status, res in rows[:TABLE_ROWS]:
+        vals = dict(o.split("=", 1) for o in p.overrides if "=" in o)
+        vals = {k.lstrip("+~"): v for k, v in vals.items()}
+        cells = [vals.get(k, "") for k in keys] + [_cell(res.get(m)) for m in metrics] + [status]
+        lines.append("| " + " | ".join(cells) + " |")
+    if len(rows) > TABLE_ROWS:
+        lines.append(f"... {len(rows) - TABLE_ROWS} more points (each job folder's results.json, or MLflow)")
+    return "\n".join(lines)
+
+
+# a task over its deadline (its points' timeouts, twice, since a queued task waits for the one
+# ahead of it, plus a worker's start-up) is cancelled with its worker: the limit for points
+# that never return to Python, where the worker's own SIGALRM cannot reach them
+HARD_GRACE_S = 30.0
+
+
+def _cancelled(stop: StopSignals) -> dict:
+    name = signal.Signals(stop.signum).name if stop.signum else "a signal"
+    return {"ok": False, "cancelled": True, "error": f"cancelled: the sweep was stopped by {name}"}
+
+
+def _run_in_process(pipeline: str, todo: list[SweepPoint], timeout_s, record, stop: StopSignals,
+                    summary: SweepSummary) -> None:
+    for i, p in enumerate(todo):
+        if stop.signum is not None:
+            summary.not_run = len(todo) - i
+            return
+        try:
+            stop.in_point = True
+            outcome = run_points(pipeline, [p.cfg], timeout_s)[0]
+        except SweepStopped:
+            outcome = _cancelled(stop)
+        finally:
+            stop.in_point = False
+        record(p, outcome)
+
+
+def _run_on_ray(pipeline: str, todo: list[SweepPoint], ray_cfg: dict, n_workers: int, timeout_s, record,
+                stop: StopSignals, summary: SweepSummary) -> None:
     import ray
 
-    address = ray_cfg.get("address") or os.environ.get("RAY_ADDRESS")
-    if not ray.is_initialized():
-        kwargs: dict[str, Any] = dict(include_dashboard=False, ignore_reinit_error=True, logging_level="ERROR",
-                                      log_to_driver=bool(ray_cfg.get("log_to_driver", False)))
-        if address:
-            kwargs["address"] = address
-        else:
-            kwargs["num_cpus"] = int(ray_cfg.get("num_cpus") or os.cpu_count() or 1)
-        ray.init(**kwargs)
-    return int(ray.cluster_resources().get("CPU", 1))
+    from pipelines.ray_cluster import HeadWatch, gcs_address
+
+    remote = ray.remote(num_cpus=1, max_retries=0)(run_points)
+    units = deque(colocated_units(todo, list(ray_cfg.get("colocate") or ())))
+    sizer = BatchSizer(ray_cfg.get("batch_size", "auto"), n_workers)
+    left = len(todo)
+    pending: dict = {}  # ref -> (points, hard deadline)
+    watch = HeadWatch(gcs_address())
+
+    def submit() -> None:  # one task: whole units, about sizer.size() points
+        nonlocal left
+        group: list[SweepPoint] = []
+        want = sizer.size(left)
+        while units and (not group or len(group) + len(units[0]) <= want):
+            group.extend(units.popleft())
+        left -= len(group)
+        hard = None if timeout_s is None else time.monotonic() + 2 * timeout_s * len(group) + HARD_GRACE_S
+        pending[remote.remote(pipeline, [p.cfg for p in group], timeout_s)] = (group, hard)
+
+    def drop_all(outcome: dict, cancel: bool) -> None:
+        for ref, (group, _) in list(pending.items()):
+            if cancel:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+            for p in group:
+                record(p, dict(outcome))
+        pending.clear()
+
+    window = 2 * n_workers  # one running and one queued task per worker: no worker waits
+    while units and len(pending) < window:
+        submit()
+    while pending:
+        if stop.signum is not None:
+            drop_all(_cancelled(stop), cancel=True)
+            break
+        lost = watch.lost()
+        if lost:
+            summary.head_lost = lost
+            drop_all({"ok": False, "error": f"{lost} while the point ran"}, cancel=False)
+            break
+        now = time.monotonic()
+        for ref, (group, hard) in list(pending.items()):
+            if hard is not None and now > hard:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+                del pending[ref]
+                for p in group:
+                    record(p, {"ok": False, "error": f"{timeout_error(timeout_s)} (its Ray worker was stopped)"})
+        ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5) if pending else ([], [])
+        for ref in ready:
+            group, _ = pending.pop(ref)
+            try:
+                outcomes = ray.get(ref)
+            except Exception as exc:  # a worker died: its points fail, the sweep goes on, unless the head went
+                lost = watch.lost_with_worker()
+                if lost:
+                    summary.head_lost = lost
+                    pending[ref] = (group, None)
+                    drop_all({"ok": False, "error": f"{lost} while the point ran"}, cancel=False)
+                    break
+                outcomes = [{"ok": False, "error": f"worker failed: {type(exc).__name__}: {exc}"}] * len(group)
+            sizer.observe(outcomes)
+            for p, outcome in zip(group, outcomes):
+                record(p, outcome)
+        if summary.head_lost:
+            break
+        while units and len(pending) < window and stop.signum is None and not summary.head_lost:
+            submit()
+    summary.not_run = sum(len(u) for u in units)
 
 
 def run_sweep(pipeline: str, points: list[SweepPoint], *, ray_cfg: dict, tracking_cfg: dict,
-              sweep_name: str, sweep_hash: str, timeline_path: Path | None = None) -> SweepSummary:
+              sweep_name: str, sweep_hash: str, timeline_path: Path | None = None,
+              sweep_cfg: dict | None = None) -> SweepSummary:
+    """Run the points; SpecError (before anything is logged) when Ray cannot be joined."""
     from pipelines.app import write_outputs
-    from pipelines.tracking import config_hash
+    from pipelines.ray_cluster import connect, target_of
+    from pipelines.tracking import config_hash, numeric_metrics
 
+    timeout_s = point_timeout_s(sweep_cfg)
+    use_ray = bool(ray_cfg.get("enabled", True))
+    target = target_of(ray_cfg.get("address")) if use_ray else None
     t0, t0_epoch = time.perf_counter(), time.time()
     summary = SweepSummary()
     for p in points:
         p.cfg_hash = p.cfg_hash or config_hash(pipeline, p.cfg)
         p.name = p.name or (" ".join(p.overrides) or f"point {p.index}")
+    stop = StopSignals()
+    stop.install()
+    n_workers = 0
+    try:
+        if target is not None and target.joins:  # a cluster we cannot join: one line, nothing logged
+            target, n_workers = connect(ray_cfg)
+            stop.install()
+        tracker = parent = None
+        existing: dict[str, list] = {}
+        if tracking_cfg.get("enabled", True):
+            from pipelines.app import run_guarded
+            from pipelines.tracking import open_tracker
 
-    tracker = parent = None
-    existing: dict[str, list] = {}
-    if tracking_cfg.get("enabled", True):
-        from pipelines.app import run_guarded
-        from pipelines.tracking import open_tracker
+            tracker = run_guarded(lambda: open_tracker(tracking_cfg))  # store unreachable: one line, exit 2
+            parent = run_guarded(lambda: tracker.open_sweep(sweep_hash, sweep_name, pipeline, points))  # 2nd driver: exit 2
+            existing = tracker.children(parent)
+            tracker.adopt_from_disk(parent, points, existing)  # computed earlier but never logged: log, don't recompute
+            summary.parent_run_id = parent
 
-        tracker = run_guarded(lambda: open_tracker(tracking_cfg))  # store unreachable: one line, exit 2
-        parent = run_guarded(lambda: tracker.open_sweep(sweep_hash, sweep_name, pipeline, points))  # 2nd driver: exit 2
-        existing = tracker.children(parent)
-        tracker.adopt_from_disk(parent, points, existing)  # computed earlier but never logged: log, don't recompute
-
-    todo = []
-    for p in points:
-        runs = existing.get(p.cfg_hash, [])
-        if any(r.info.status == "FINISHED" for r in runs):
-            tracker.remove_unfinished(runs)  # a killed earlier rerun may have left one behind
-            summary.skipped += 1
-        else:
-            todo.append(p)
-    progress = Progress(len(points))
-    progress.update(summary)
-
-    def record(p: SweepPoint, outcome: dict) -> None:
-        summary.timeline.append({"index": p.index, "point": p.name, "ok": outcome["ok"],
-                                 "worker": outcome.get("worker"), "wall_s": outcome.get("wall_s"),
-                                 "start_s": None if "started" not in outcome else outcome["started"] - t0_epoch})
-        if outcome["ok"]:
-            write_outputs(p.out_dir, outcome["results"], outcome["artifacts"])
-            summary.done += 1
-        else:
-            p.out_dir.mkdir(parents=True, exist_ok=True)
-            summary.failed += 1
-            summary.errors[p.index] = outcome["error"]
-        if tracker is not None:
-            tracker.log_point(parent, pipeline=pipeline, cfg_hash=p.cfg_hash, name=p.name, params=p.cfg,
-                              results=outcome.get("results"), artifact_dir=p.out_dir if outcome["ok"] else None,
-                              error=None if outcome["ok"] else outcome["error"], stale=existing.get(p.cfg_hash),
-                              out_dir=p.out_dir, wall_s=outcome.get("wall_s"))
+        rows: dict[int, tuple[str, dict]] = {}
+        todo = []
+        for p in points:
+            runs = existing.get(p.cfg_hash, [])
+            finished = [r for r in runs if r.info.status == "FINISHED"]
+            if finished:
+                tracker.remove_unfinished(runs)  # a killed earlier rerun may have left one behind
+                summary.skipped += 1
+                rows[p.index] = ("SKIPPED (finished before)", dict(finished[0].data.metrics))
+            else:
+                todo.append(p)
+        progress = Progress(len(points), len(todo))
         progress.update(summary)
 
-    use_ray = bool(ray_cfg.get("enabled", True)) and todo
-    if use_ray:
-        import ray
+        def record(p: SweepPoint, outcome: dict) -> None:
+            summary.timeline.append({"index": p.index, "point": p.name, "ok": outcome["ok"],
+                                     "worker": outcome.get("worker"), "wall_s": outcome.get("wall_s"),
+                                     "start_s": None if "started" not in outcome else outcome["started"] - t0_epoch})
+            if outcome["ok"]:
+                write_outputs(p.out_dir, outcome["results"], outcome["artifacts"])
+                summary.done += 1
+                rows[p.index] = ("FINISHED", numeric_metrics(outcome["results"]))
+            else:
+                p.out_dir.mkdir(parents=True, exist_ok=True)
+                if outcome.get("cancelled"):
+                    summary.cancelled += 1
+                else:
+                    summary.failed += 1
+                summary.errors[p.index] = outcome["error"]
+                rows[p.index] = ("CANCELLED" if outcome.get("cancelled") else "FAILED", {})
+            write_job_hydra(p)
+            if tracker is not None:
+                tracker.log_point(parent, pipeline=pipeline, cfg_hash=p.cfg_hash, name=p.name, params=p.cfg,
+                                  results=outcome.get("results"), artifact_dir=p.out_dir if outcome["ok"] else None,
+                                  error=None if outcome["ok"] else outcome["error"], stale=existing.get(p.cfg_hash),
+                                  out_dir=p.out_dir, wall_s=outcome.get("wall_s"))
+            progress.update(summary)
 
-        n_workers = init_ray(ray_cfg)
-        remote = ray.remote(num_cpus=1, max_retries=0)(run_points)
-        units = deque(colocated_units(todo, list(ray_cfg.get("colocate") or ())))
-        sizer = BatchSizer(ray_cfg.get("batch_size", "auto"), n_workers)
-        left = len(todo)
-        pending: dict = {}
+        if use_ray and todo:
+            if n_workers == 0:
+                target, n_workers = connect(ray_cfg)
+                stop.install()
+            _run_on_ray(pipeline, todo, ray_cfg, n_workers, timeout_s, record, stop, summary)
+        elif todo:
+            _run_in_process(pipeline, todo, timeout_s, record, stop, summary)
+        progress.update(summary, final=True)
+        summary.signal = stop.signum
+        summary.wall_s = time.perf_counter() - t0
+        if tracker is not None:
+            tracker.finish_parent(parent, summary.as_dict())
+        _write_timeline(timeline_path, summary, bool(use_ray and todo))
+        _print_summary(pipeline, points, summary, sweep_name, n_workers if use_ray and todo else 0,
+                       tracker, rows)
+    finally:
+        stop.restore()
+    return summary
 
-        def submit() -> None:  # one task: whole units, about sizer.size() points
-            nonlocal left
-            group: list[SweepPoint] = []
-            want = sizer.size(left)
-            while units and (not group or len(group) + len(units[0]) <= want):
-                group.extend(units.popleft())
-            left -= len(group)
-            pending[remote.remote(pipeline, [p.cfg for p in group])] = group
 
-        window = 2 * n_workers  # one running and one queued task per worker: no worker waits
-        while units and len(pending) < window:
-            submit()
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            for ref in ready:
-                group = pending.pop(ref)
-                try:
-                    outcomes = ray.get(ref)
-                except Exception as exc:  # a worker died: its points fail, the sweep goes on
-                    outcomes = [{"ok": False, "error": f"worker failed: {type(exc).__name__}: {exc}"}] * len(group)
-                sizer.observe(outcomes)
-                for p, outcome in zip(group, outcomes):
-                    record(p, outcome)
-            while units and len(pending) < window:
-                submit()
-    else:
-        for p in todo:
-            record(p, run_points(pipeline, [p.cfg])[0])
+def _write_timeline(path: Path | None, summary: SweepSummary, ray_used: bool) -> None:
+    if path is None or not summary.timeline:
+        return
+    import json
 
-    summary.wall_s = time.perf_counter() - t0
-    if tracker is not None:
-        tracker.finish_parent(parent, summary.as_dict())
+    from pipelines.app import write_atomic
+
+    write_atomic(path, json.dumps({"wall_s": summary.wall_s, "ray": ray_used, "points": summary.timeline},
+                                  indent=1) + "\n")
+
+
+def rerun_note(summary: SweepSummary, total: int, tracked: bool) -> str | None:
+    """What the same command will do next time, when something is left to run."""
+    finished = summary.done + summary.skipped
+    if finished == total:
+        return None
+    if not tracked:
+        return f"tracking is off, so a rerun runs all {total} points again (with tracking it skips finished ones)"
+    return f"a rerun of the same command skips the {finished} finished point(s) and runs the other {total - finished}"
+
+
+def _print_summary(pipeline: str, points: list[SweepPoint], summary: SweepSummary, sweep_name: str,
+                   n_workers: int, tracker, rows: dict) -> None:
     busy = ""
-    if use_ray and summary.timeline:
+    if n_workers and summary.timeline and summary.wall_s > 0:
         workers = {r["worker"] for r in summary.timeline if r["worker"]}
         work_s = sum(r["wall_s"] or 0.0 for r in summary.timeline)
         busy = (f"; Ray workers busy {100 * work_s / (n_workers * summary.wall_s):.0f} % of the sweep's "
                 f"wall time ({len(workers)} of {n_workers} used)")
-    if timeline_path is not None and summary.timeline:
-        import json
-
-        timeline_path.parent.mkdir(parents=True, exist_ok=True)
-        timeline_path.write_text(json.dumps({"wall_s": summary.wall_s, "ray": bool(use_ray),
-                                             "points": summary.timeline}, indent=1) + "\n")
-    print(f"sweep {sweep_name}: {summary.done} done, {summary.failed} failed, {summary.skipped} skipped "
-          f"in {summary.wall_s:.1f} s{busy}", file=sys.stderr)
-    for idx, err in sorted(summary.errors.items()):
-        print(f"  point #{idx} failed: {err}", file=sys.stderr)
+    extra = "".join(f", {n} {what}" for n, what in ((summary.cancelled, "cancelled"), (summary.not_run, "not run")) if n)
+    err = sys.stderr
+    print(f"sweep {sweep_name}: {summary.done} done, {summary.failed} failed, {summary.skipped} skipped{extra} "
+          f"in {summary.wall_s:.1f} s{busy}", file=err)
+    for idx, msg in sorted(summary.errors.items()):
+        print(f"  point #{idx} {'cancelled' if msg.startswith('cancelled') else 'failed'}: {msg}", file=err)
+    if summary.signal is not None:
+        print(f"stopped by {signal.Signals(summary.signal).name}: {summary.cancelled} point(s) in flight cancelled, "
+              f"{summary.not_run} not started", file=err)
+    if summary.head_lost:
+        print(f"stopped: {summary.head_lost}; the points in flight are recorded as failed, {summary.not_run} "
+              f"not started", file=err)
+    note = rerun_note(summary, len(points), tracker is not None)
+    if note:
+        print(note, file=err)
     if tracker is not None:
-        print(tracker.closing_line(), file=sys.stderr)
-    return summary
+        print(tracker.closing_line(), file=err)
+    err.flush()
+    table = [(p, *rows.get(p.index, ("NOT RUN", {}))) for p in points]
+    print(result_table(pipeline, table), flush=True)

@@ -8,6 +8,7 @@ suite runs three process groups; the hung-rank and torchrun checks are marked sl
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from proc_tree import alive, descendants
 
 from collectives.alltoallv import workloads
 from pipelines.hardware.cpu_testbed import TESTBED, schedule_json
@@ -203,3 +205,40 @@ def test_replay_of_a_real_alltoallv_run_predicts_what_that_run_reported(tmp_path
     assert res["predicted_completion_s"] == pytest.approx(a2a_res["completion_s"], rel=1e-9)
     children = client.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     assert len(children) == 1 and children[0].info.status == "FINISHED"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, pytest.param(signal.SIGKILL, marks=pytest.mark.slow)])
+def test_a_signal_on_the_replay_parent_leaves_no_orphaned_ranks(tmp_path, sig):
+    """A hung rank keeps every rank waiting in a collective; stopping the parent must take them all
+    down at once (SIGTERM: the parent stops them; SIGKILL: each rank's parent-death signal)."""
+    demand = workloads.zipf(4, 16 * 1024, 0.6, seed=5)
+    sched = _write(tmp_path, "nccl", schedule_json("nccl", 1, demand))
+    cmd = [sys.executable, "-m", "pipelines.replay", f"schedule={sched}", "fault.rank=2", "fault.activation=1",
+           "fault.mode=hang", "timeout=300s", "predict.platform=none", "baselines=[]", "warmup=0",
+           f"hydra.run.dir={tmp_path / 'run'}"]
+    log = tmp_path / "stderr.txt"  # a file, not a pipe: orphans holding a pipe open would hang the test instead
+    with open(log, "w") as err_file:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err_file, text=True)
+    deadline = time.monotonic() + 180
+    tree: set[int] = set()
+    while time.monotonic() < deadline and proc.poll() is None:
+        tree |= descendants(proc.pid)
+        if len(alive(tree)) >= 5:  # the forkserver and 4 ranks
+            break
+        time.sleep(0.2)
+    assert len(alive(tree)) >= 5, f"ranks did not start: {proc.poll()}"
+    time.sleep(3)  # past start-up: the ranks sit in the hung activation's collective
+    tree |= descendants(proc.pid)
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    err = log.read_text()
+    t0 = time.monotonic()
+    while alive(tree) and time.monotonic() - t0 < 20:
+        time.sleep(0.2)
+    assert not alive(tree), f"orphaned ranks: {alive(tree)}"
+    assert time.monotonic() - t0 < 20
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 128 + signal.SIGTERM
+        assert "replay stopped by SIGTERM" in err and "Traceback" not in err
+    assert not (tmp_path / "run" / "results.json").exists()

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,6 +62,20 @@ def test_sweep_on_ray_logs_parent_and_children_and_rerun_skips(tmp_path):
     assert len(parents) == 1 and len(kids) == 6
     assert {r[1] for r in kids} == {"FINISHED"} and len({r[3] for r in kids}) == 6
     assert all((tmp_path / "multi" / str(i) / "results.json").exists() for i in range(6))
+    # each job folder keeps Hydra's .hydra/ as a normal run does
+    hydra_dir = tmp_path / "multi" / "5" / ".hydra"
+    config = yaml.safe_load((hydra_dir / "config.yaml").read_text())
+    overrides = yaml.safe_load((hydra_dir / "overrides.yaml").read_text())
+    hydra_cfg = yaml.safe_load((hydra_dir / "hydra.yaml").read_text())["hydra"]
+    assert "hydra" not in config and config["batch"] == 4 and config["fabric"]["name"] == "single_ocs"
+    assert "batch=4" in overrides and "fabric=single_ocs" in overrides
+    assert hydra_cfg["runtime"]["output_dir"] == str((tmp_path / "multi" / "5").resolve())
+    assert hydra_cfg["job"]["num"] == 5
+    # progress: plain lines off a terminal, the result table at the end
+    assert "\r" not in proc.stderr and "done 6 · failed 0 · skipped 0 · ETA 0 s" in proc.stderr
+    assert sum(l.startswith("|") for l in proc.stdout.splitlines()) == 8  # header, rule, 6 points
+    record = json.loads((tmp_path / "multi" / "sweep.json").read_text())
+    assert record["done"] == 6 and record["exit_code"] == 0 and record["parent_run_id"]
     again = sweep(tmp_path, "batch=1,2,4", "fabric=single_eps,single_ocs", "ray.num_cpus=2")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "0 done, 0 failed, 6 skipped" in again.stderr
@@ -79,9 +94,13 @@ def test_sweep_on_ray_logs_parent_and_children_and_rerun_skips(tmp_path):
 
 def test_failing_points_are_recorded_and_the_rest_still_run(tmp_path):
     proc = sweep(tmp_path, "batch=1,32,2", "ray.enabled=false")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 1, proc.stderr[-3000:]  # a failed point: exit 1, after the summary
     assert "2 done, 1 failed, 0 skipped" in proc.stderr
     assert "batch=32" in proc.stderr
+    assert "a rerun of the same command skips the 2 finished point(s) and runs the other 1" in proc.stderr
+    table = [l for l in proc.stdout.splitlines() if l.startswith("| ")]
+    assert table[0].startswith("| batch | interactivity_tok_s_user |") and table[0].endswith("| status |")
+    assert [r.rsplit("|", 2)[1].strip() for r in table[1:]] == ["FINISHED", "FAILED", "FINISHED"]
     statuses = sorted(r[1] for r in children(tmp_path))
     assert statuses == ["FAILED", "FINISHED", "FINISHED"]
     con = sqlite3.connect(tmp_path / "mlflow.db")

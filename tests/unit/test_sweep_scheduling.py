@@ -99,3 +99,126 @@ def test_precheck_still_rejects_a_bad_swept_plain_value(tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.count("\n") <= 2 and "8.5" in proc.stderr and "kvp" in proc.stderr
     assert not (tmp_path / "m").exists()
+
+
+class _Stream:
+    def __init__(self, tty: bool):
+        self.tty, self.text, self.encoding = tty, "", "utf-8"
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+
+def test_progress_is_a_plain_rate_limited_line_off_a_terminal_and_redrawn_on_one():
+    from pipelines.sweep import Progress, SweepSummary
+
+    log = _Stream(tty=False)
+    p = Progress(total=9, todo=9, stream=log, every_s=3600)
+    s = SweepSummary()
+    p.update(s)
+    s.done = 3
+    p.update(s)  # within the rate limit: not shown
+    s.done, s.failed, s.skipped = 8, 1, 0
+    p.update(s, final=True)  # the last one always is
+    lines = log.text.splitlines()
+    assert "\r" not in log.text and len(lines) == 2
+    assert lines[0] == "done 0 · failed 0 · skipped 0 · ETA ?"
+    assert lines[1] == "done 8 · failed 1 · skipped 0 · ETA 0 s"
+    tty = _Stream(tty=True)
+    p = Progress(total=4, todo=2, stream=tty)
+    s = SweepSummary(skipped=2)
+    p.update(s)
+    s.done = 1
+    p.shown_at = None
+    p.update(s)
+    assert tty.text.count("\r\x1b[K") == 2 and "3/4 done 1 · failed 0 · skipped 2 · ETA" in tty.text
+    assert not tty.text.endswith("\n")
+    p.update(s, final=True)
+    assert tty.text.endswith("\n")
+
+
+def test_progress_eta_counts_only_points_that_run():
+    from pipelines.sweep import Progress, SweepSummary
+
+    p = Progress(total=10, todo=4, stream=_Stream(False))
+    p.t0 -= 10.0  # 10 s in, 2 of the 4 points to run are done
+    assert p.line(SweepSummary(done=2, skipped=6)).endswith("ETA 10 s")
+
+
+def test_result_table_has_the_swept_keys_main_metrics_and_status():
+    from pipelines.sweep import result_table
+
+    pts = [SweepPoint(index=i, overrides=[f"fabric={f}", f"batch={b}", "tracking=off"], cfg={}, out_dir=Path("/tmp"))
+           for i, (f, b) in enumerate([("all_eps", 1), ("all_ocs", 1), ("all_eps", 4)])]
+    rows = [(pts[0], "FINISHED", {"interactivity_tok_s_user": 580.71, "throughput_tok_s": 580.7, "other": 1.0}),
+            (pts[1], "SKIPPED (finished before)", {"interactivity_tok_s_user": 729.7}),
+            (pts[2], "FAILED", {})]
+    lines = result_table("decode", rows).splitlines()
+    assert lines[0] == "| fabric | batch | interactivity_tok_s_user | throughput_tok_s | status |"
+    assert lines[2] == "| all_eps | 1 | 580.7 | 580.7 | FINISHED |"
+    assert lines[4] == "| all_eps | 4 |  |  | FAILED |"
+    # a pipeline without a list of main metrics shows its first numbers
+    assert "| a | b |" in result_table("splits", [(pts[0], "FINISHED", {"a": 1.0, "b": 2})]).splitlines()[0]
+
+
+def test_ray_address_modes_and_their_errors():
+    import pytest
+
+    from collectives.errors import SpecError
+    from pipelines.ray_cluster import Target, join_error, target_of
+
+    assert target_of(None) == target_of("local") == Target(mode="local") and not target_of(None).joins
+    assert target_of("auto").mode == "auto" and target_of("auto").joins
+    assert target_of("10.0.0.1:6379") == Target(mode="join", address="10.0.0.1:6379")
+    for bad in ("somewhere", "host:0", "host:99999", "ray://host:10001", ":6379"):
+        with pytest.raises(SpecError, match="ray.address"):
+            target_of(bad)
+    msg = join_error(Target(mode="join", address="h:1"), ConnectionError("Failed to connect"),
+                     "gcs_client.cc:210: Unauthenticated: RPC error: InvalidAuthToken: missing")
+    assert "token authentication" in msg and "RAY_AUTH_TOKEN" in msg and "\n" not in msg
+    assert "no Ray cluster to join" in join_error(Target(mode="auto"), ConnectionError(
+        "Could not find any running Ray instance. Please specify"), "")
+
+
+def test_a_closed_head_port_is_lost_after_the_grace_time():
+    import socket
+
+    from pipelines.ray_cluster import HeadWatch
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        watch = HeadWatch(f"127.0.0.1:{port}", every_s=0.0, grace_s=0.0)
+        assert watch.lost() is None
+    lost = watch.lost()
+    assert lost and f"127.0.0.1:{port} lost" in lost
+    assert HeadWatch(None).lost() is None
+
+
+def test_point_timeout_values():
+    import pytest
+
+    from collectives.errors import SpecError
+    from pipelines.sweep import point_timeout_s
+
+    assert point_timeout_s({"point_timeout": "90s"}) == 90.0 and point_timeout_s({"point_timeout": None}) is None
+    assert point_timeout_s({}) is None and point_timeout_s({"point_timeout": 2}) == 2.0
+    for bad in ("0s", "inf", "nan", "-1s", "soon"):
+        with pytest.raises(SpecError, match="sweep.point_timeout"):
+            point_timeout_s({"point_timeout": bad})
+
+
+def test_a_failed_run_exits_1_and_a_signal_128_plus_it():
+    from pipelines.sweep import SweepSummary
+
+    assert SweepSummary(done=3, skipped=2).exit_code == 0
+    assert SweepSummary(done=3, failed=1).exit_code == 1
+    assert SweepSummary(done=3, head_lost="Ray head at h:1 lost").exit_code == 1
+    assert SweepSummary(done=1, cancelled=1, signal=15).exit_code == 143

@@ -1,0 +1,224 @@
+"""Which Ray a sweep runs on, and noticing when its head goes away (used by ``pipelines.sweep``).
+
+``ray.address``:
+
+- ``local`` (default): always start a private Ray for this driver with ``ray.num_cpus`` workers,
+  whatever else runs on the host (a ``ray start`` head, a stale address file, ``RAY_ADDRESS``);
+  it stops with the driver.
+- ``auto``: join the cluster ``RAY_ADDRESS`` names, else the one ``ray start`` recorded on this host
+  (its address file; a stale one is reported, not waited on).
+- ``host:port``: join the head whose GCS listens there.
+
+Joining never passes ``num_cpus`` (Ray refuses it: the cluster's own CPUs count). A cluster with
+token authentication needs ``RAY_AUTH_TOKEN`` (or ``RAY_AUTH_TOKEN_PATH``) in the driver's
+environment (or ``~/.ray/auth_token``); ``RAY_AUTH_MODE=token`` is implied when there is one. A missing or wrong token,
+an address nobody answers on, or no cluster to join is one line (exit 2), before anything is
+logged. Ray's driver exits by itself about 60 s after it loses its GCS, so the sweep watches the
+head's port (:class:`HeadWatch`) and stops first, with its summary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import tempfile
+import time
+from dataclasses import dataclass
+
+from collectives.errors import SpecError
+
+LOCAL, AUTO = "local", "auto"
+DOCS = "docs/sweeps.md (Ray)"
+# Ray retries a GCS connection once a second for 20 s by default; a join fails sooner than that
+CONNECT_RETRIES_S = "5"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Target:
+    mode: str  # local | auto | join
+    address: str | None = None  # host:port for join
+
+    @property
+    def joins(self) -> bool:
+        return self.mode != LOCAL
+
+
+def target_of(address) -> Target:
+    """Parse ``ray.address`` (None and "" mean local)."""
+    if address in (None, "", LOCAL):
+        return Target(mode=LOCAL)
+    text = str(address).strip()
+    if text == AUTO:
+        return Target(mode=AUTO)
+    if "://" in text:
+        raise SpecError(f"ray.address={text!r}: Ray client addresses are not supported; give the head's GCS "
+                        f"address host:port (ray start --head prints it), auto or local")
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SpecError(f"ray.address={text!r} must be local (a private Ray, the default), auto (the cluster "
+                        f"RAY_ADDRESS or `ray start` names) or host:port of a head's GCS, e.g. 10.0.0.1:6379")
+    return Target(mode="join", address=text)
+
+
+def reachable(address: str, timeout_s: float = 2.0) -> str | None:
+    """None when something accepts TCP connections at host:port, else why not."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+
+
+@contextlib.contextmanager
+def _captured_fd2():
+    """Ray's C++ core logs connection retries straight to file descriptor 2; keep them so a
+    failure can be told apart (authentication or not) and reported in one line."""
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as buf:
+        os.dup2(buf.fileno(), 2)
+        text: list[str] = []
+        try:
+            yield text
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            buf.seek(0)
+            text.append(buf.read().decode(errors="replace"))
+
+
+def _token_auth_if_token() -> None:
+    """Use token authentication when the driver has a token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or
+    ~/.ray/auth_token) and RAY_AUTH_MODE is unset, as Ray does for a cluster it finds by itself but
+    not for an explicit address. A cluster without authentication accepts such a client too."""
+    if os.environ.get("RAY_AUTH_MODE") is not None:
+        return
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available)
+    except ImportError:  # a Ray without token authentication
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
+def join_error(target: Target, exc: BaseException, log: str) -> str:
+    """One line for a failed join, naming the fix."""
+    where = f"ray.address={target.address or AUTO}"
+    text = f"{type(exc).__name__} {exc} {log}"
+    if "Authentication" in text or "Unauthenticated" in text or "InvalidAuthToken" in text:
+        have = "a token that the cluster refuses" if os.environ.get("RAY_AUTH_TOKEN") or \
+            os.environ.get("RAY_AUTH_TOKEN_PATH") else "no token"
+        return (f"{where}: the Ray cluster uses token authentication and the driver has {have}; export "
+                f"RAY_AUTH_TOKEN=<the cluster's token> (or RAY_AUTH_TOKEN_PATH=<file>) before the sweep "
+                f"(see {DOCS})")
+    if "Could not find any running Ray instance" in text:
+        return (f"{where}: no Ray cluster to join (RAY_ADDRESS is unset and no `ray start` head runs on this "
+                f"host); start one with `ray start --head`, or use ray.address=local for a private Ray")
+    return f"{where}: could not join the Ray cluster: {' '.join(str(exc).split())[:300]}"
+
+
+def connect(ray_cfg: dict) -> tuple[Target, int]:
+    """Start or join Ray; returns the target and the number of CPU workers. SpecError on failure."""
+    import ray
+
+    target = target_of(ray_cfg.get("address"))
+    if ray.is_initialized():
+        return target, int(ray.cluster_resources().get("CPU", 1))
+    kwargs = dict(include_dashboard=False, logging_level="ERROR",
+                  log_to_driver=bool(ray_cfg.get("log_to_driver", False)))
+    if not target.joins:
+        ray.init(address=LOCAL, num_cpus=int(ray_cfg.get("num_cpus") or os.cpu_count() or 1), **kwargs)
+        return target, int(ray.cluster_resources().get("CPU", 1))
+    address = target.address or auto_address()
+    why = reachable(address)
+    if why is not None:
+        source = "RAY_ADDRESS" if os.environ.get("RAY_ADDRESS") else "the address file of `ray start`"
+        where = target.address or f"auto ({address}, from {source})"
+        raise SpecError(f"ray.address={where}: no Ray head answers there ({why}); start one with "
+                        f"`ray start --head --port={address.rpartition(':')[2]}` or use "
+                        f"ray.address=local for a private Ray")
+    os.environ.setdefault("RAY_gcs_server_port_wait_time_s", CONNECT_RETRIES_S)
+    try:
+        with _captured_fd2() as log:
+            _token_auth_if_token()
+            ray.init(address=address, **kwargs)
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        raise SpecError(join_error(target, exc, "".join(log))) from None
+    return target, int(ray.cluster_resources().get("CPU", 1))
+
+
+def auto_address() -> str:
+    """``ray.address=auto``: RAY_ADDRESS, else the address file of the last ``ray start`` on this
+    host (never, as Ray's own "auto" would, any Ray process it finds running: on a shared host
+    that may be another user's private Ray)."""
+    address = os.environ.get("RAY_ADDRESS", "").strip()
+    if not address:
+        try:
+            from ray._private.utils import read_ray_address
+
+            address = read_ray_address() or ""
+        except ImportError:
+            address = ""
+    if not address:
+        raise SpecError("ray.address=auto: no Ray cluster to join (RAY_ADDRESS is unset and no `ray start` head "
+                        "runs on this host); start one with `ray start --head`, or use ray.address=local for a "
+                        "private Ray")
+    try:
+        found = target_of(address)
+    except SpecError as exc:
+        raise SpecError(f"ray.address=auto found {address!r}, which is no head's address host:port ({exc})") from None
+    return found.address or address
+
+
+def gcs_address() -> str | None:
+    import ray
+
+    try:
+        return ray.get_runtime_context().gcs_address
+    except Exception:
+        return None
+
+
+class HeadWatch:
+    """Notices a lost Ray head: its GCS port refuses connections for ``grace_s`` in a row.
+    Checked at most every ``every_s`` from the sweep's wait loop (a TCP connect, no Ray call,
+    which would block while Ray itself retries)."""
+
+    def __init__(self, address: str | None, every_s: float = 1.0, grace_s: float = 3.0):
+        self.address, self.every_s, self.grace_s = address, every_s, grace_s
+        self.checked_at = time.monotonic()
+        self.down_since: float | None = None
+
+    def lost(self) -> str | None:
+        """None while the head answers; else what was lost, for the summary."""
+        if self.address is None:
+            return None
+        now = time.monotonic()
+        if now - self.checked_at < self.every_s:
+            return None
+        self.checked_at = now
+        why = reachable(self.address, timeout_s=1.0)
+        if why is None:
+            self.down_since = None
+            return None
+        self.down_since = self.down_since or now
+        if now - self.down_since >= self.grace_s:
+            return f"Ray head at {self.address} lost ({why})"
+        return None
+
+    def lost_with_worker(self, within_s: float = 2.0) -> str | None:
+        """After a worker died: was it the head going? (A killed head takes its workers first; its
+        port then refuses within moments.) Probes for up to ``within_s``."""
+        if self.address is None:
+            return None
+        deadline = time.monotonic() + within_s
+        while True:
+            why = reachable(self.address, timeout_s=0.5)
+            if why is not None:
+                return f"Ray head at {self.address} lost ({why})"
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.25)
