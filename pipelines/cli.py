@@ -7,17 +7,19 @@ import sys
 
 # Every pipeline: its module pipelines/<name>.py, its primary config conf/<name>.yaml, one line.
 PIPELINES: dict[str, str] = {
+    "model": "a model card: parameters, active weights, KV cache per token, memory and largest batch per rank",
     "decode": "time one decode step of a model on a fabric (paper 003, Section 4)",
     "search": "find the best Helix split per cell (paper 003, Appendix B.6)",
     "splits": "list every feasible Helix split of a model at a world size",
     "demand": "the communication demand of one decode step (paper 003, Table 1)",
-    "collective": "price every schedule of one collective and pick the best (paper 003, Eq. 1)",
+    "collective": "price one collective: every schedule on a topology, or on a fabric with its network model",
     "plan": "plan the OCS circuits of a deployment's meshes (paper 003, Appendix A)",
     "alltoallv": "schedule and time an AlltoAllv on a PCIe GPU cluster (paper 000)",
     "prefill": "an expert-parallel MoE prefill or decode on a PCIe cluster",
     "calibrate": "time every fused decode kernel on this machine -> calibration.json",
     "replay": "replay an AlltoAllv schedule on real hardware with torch.distributed",
     "report": "render a sweep's comparison from MLflow, without re-running it",
+    "sync": "upload to MLflow what a sweep computed while the store was down",
 }
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from collectives.errors import SpecError
-from pipelines.app import gx_main, write_atomic
+from pipelines.app import gx_main
+from pipelines.outputs import write_atomic
 from pipelines.specs import accelerator_spec, model_spec, parallel_spec, plain, positive_int
 
 

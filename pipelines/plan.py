@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 
 from collectives.errors import SpecError
-from pipelines.app import Artifacts, gx_main
+from pipelines.app import gx_main
+from pipelines.outputs import Artifacts
 from pipelines.budgets import preflight
 from pipelines.specs import plain, positive_int
 from pipelines.units import parse_bytes, parse_rate, parse_time

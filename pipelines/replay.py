@@ -23,7 +23,8 @@ import tempfile
 from pathlib import Path
 
 from collectives.errors import SpecError
-from pipelines.app import dump_json, gx_main
+from pipelines.app import gx_main
+from pipelines.outputs import dump_json
 from pipelines.budgets import budget_of, replay_estimate
 from pipelines.budgets import check as check_budget
 from pipelines.hardware.launcher import ReplayFailure

@@ -198,7 +198,7 @@ def attach_to_parent(tracking: dict, sweep: str, md: str, results: dict, figs: d
     import tempfile
     from pathlib import Path
 
-    from pipelines.app import dump_json
+    from pipelines.outputs import dump_json
     from pipelines.tracking import open_tracker
 
     tracker = open_tracker(tracking)

@@ -355,7 +355,7 @@ def write_job_hydra(p: SweepPoint) -> None:
     import yaml
     from omegaconf import OmegaConf
 
-    from pipelines.app import write_atomic
+    from pipelines.outputs import write_atomic
 
     plain = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
     hydra = plain.pop("hydra", None) or {}
@@ -513,7 +513,7 @@ def run_sweep(pipeline: str, points: list[SweepPoint], *, ray_cfg: dict, trackin
               sweep_name: str, sweep_hash: str, timeline_path: Path | None = None,
               sweep_cfg: dict | None = None) -> SweepSummary:
     """Run the points; SpecError (before anything is logged) when Ray cannot be joined."""
-    from pipelines.app import write_outputs
+    from pipelines.outputs import write_outputs
     from pipelines.ray_cluster import connect, target_of
     from pipelines.tracking import config_hash, numeric_metrics
 
@@ -535,11 +535,15 @@ def run_sweep(pipeline: str, points: list[SweepPoint], *, ray_cfg: dict, trackin
         tracker = parent = None
         existing: dict[str, list] = {}
         if tracking_cfg.get("enabled", True):
-            from pipelines.app import run_guarded
+            from collectives.errors import SpecError
+            from pipelines.outputs import user_error
             from pipelines.tracking import open_tracker
 
-            tracker = run_guarded(lambda: open_tracker(tracking_cfg))  # store unreachable: one line, exit 2
-            parent = run_guarded(lambda: tracker.open_sweep(sweep_hash, sweep_name, pipeline, points))  # 2nd driver: exit 2
+            try:  # store unreachable, or another driver runs this sweep: one line, exit 2
+                tracker = open_tracker(tracking_cfg)
+                parent = tracker.open_sweep(sweep_hash, sweep_name, pipeline, points)
+            except SpecError as exc:
+                user_error(str(exc))
             existing = tracker.children(parent)
             tracker.adopt_from_disk(parent, points, existing)  # computed earlier but never logged: log, don't recompute
             summary.parent_run_id = parent
@@ -607,7 +611,7 @@ def _write_timeline(path: Path | None, summary: SweepSummary, ray_used: bool) ->
         return
     import json
 
-    from pipelines.app import write_atomic
+    from pipelines.outputs import write_atomic
 
     write_atomic(path, json.dumps({"wall_s": summary.wall_s, "ray": ray_used, "points": summary.timeline},
                                   indent=1) + "\n")

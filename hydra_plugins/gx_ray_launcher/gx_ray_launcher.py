@@ -63,7 +63,7 @@ class GxRayLauncher(Launcher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from collectives.errors import SpecError
-        from pipelines.app import user_error
+        from pipelines.outputs import user_error
         from pipelines.schema import validate
         from pipelines.sweep import SweepPoint, point_config, run_sweep
 
@@ -130,7 +130,7 @@ def write_sweep_record(sweep_dir: Path, *, pipeline: str, sweep_name: str, sweep
                        summary) -> None:
     """``sweep.json`` in the sweep directory: which MLflow parent run holds this sweep (``gx report
     sweep=<parent_run_id>``, as ``dev.py run`` does), and how it ended."""
-    from pipelines.app import write_atomic
+    from pipelines.outputs import write_atomic
 
     record = {"pipeline": pipeline, "sweep_name": sweep_name, "sweep_hash": sweep_hash,
               "parent_run_id": summary.parent_run_id, "tracking_uri": None,

@@ -31,7 +31,7 @@ def task_of(pipeline: str):
 
 def run_task(pipeline: str, *overrides: str, out_dir: Path | None = None):
     """``(results, artifacts)`` of one run; with ``out_dir``, the files written as a CLI run writes them."""
-    from pipelines.app import write_outputs
+    from pipelines.outputs import write_outputs
 
     outcome = task_of(pipeline)(compose(pipeline, *overrides))
     results, artifacts = outcome if isinstance(outcome, tuple) else (outcome, None)

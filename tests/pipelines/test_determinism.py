@@ -60,7 +60,7 @@ def test_measured_figures_go_to_timings_json(tmp_path):
 
 
 def test_output_files_are_world_readable(tmp_path):
-    from pipelines.app import write_outputs
+    from pipelines.outputs import write_outputs
 
     write_outputs(tmp_path, {"x": 1}, {"plan.json": {"y": 2}, "plot.png": b"\x89PNG"})
     for name in ("results.json", "plan.json", "plot.png"):
