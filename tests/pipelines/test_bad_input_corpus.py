@@ -232,6 +232,19 @@ NAMED = [
     ("decode", ("-m", "batch=1,2", "+batchsize=3"), "did you mean 'batch'"),
     ("search", ("-m", "context=32K,5Q"), "K/M/G"),
     ("collective", ("-m", "size=4KiB,0"), "size"),
+    # model cards and the sync of a sweep
+    ("model", ("model=llama3_1_88b",), "did you mean 'llama3_1_8b'"),
+    ("model", ("model=hf", "model.config=/no/such.json"), "model.config"),
+    ("model", ("world=0",), "world"),
+    ("sync", ("dir=/no/such/dir",), "not a directory"),
+    # a network model on a fabric family it does not run on, keys of the other family
+    ("decode", ("fabric=pcie", "network=analytical"), "network=analytical does not run on fabric=pcie"),
+    ("decode", ("fabric=pcie", "network=simlette"), "choose network=flow"),
+    ("collective", ("fabric=pcie", "network=simlette"), "does not run on fabric=pcie"),
+    ("prefill", ("network=analytical",), "does not run on fabric=pcie"),
+    ("decode", ("fabric.platform=fig1",), "platform"),
+    ("decode", ("network=flow", "fabric.link_rate=0"), "fabric.link_rate"),
+    ("collective", ("fabric=all_eps", "network=flow", "fabric.link_rate=nan"), "fabric.link_rate"),
 ]
 
 CASES = _generated() + NAMED
