@@ -172,7 +172,7 @@ def fabric_from_dict(d: Mapping[str, Any], *, world: int):
 
 def platform_dict(cfg: Any) -> dict:
     """The platform mapping: the top-level ``platform`` group, else ``fabric.platform`` by name."""
-    top = _get(cfg, "platform")
+    top = config_get(cfg, "platform")
     if isinstance(top, str) or top is None:
         name = top or plain(cfg["fabric"]).get("platform") or "r5080_bf3"
         path = CONF_DIR / "platform" / f"{name}.yaml"
@@ -268,7 +268,7 @@ def scheduler_choice(cfg: Any, name: str | None = None) -> tuple[str, dict]:
     """(scheduler name, its parameters): the ``scheduler`` group (conf/scheduler/<name>.yaml),
     a plain name, or ``fabric.scheduler``; ``name`` picks another scheduler's own config file."""
     fab = dict(plain(cfg["fabric"]))
-    chosen = plain(_get(cfg, "scheduler", fab.get("scheduler", "variopath")))
+    chosen = plain(config_get(cfg, "scheduler", fab.get("scheduler", "variopath")))
     if isinstance(chosen, dict):
         params = dict(chosen)
         chosen = str(params.pop("name"))
@@ -302,7 +302,8 @@ def pcie_options(cfg: Any, scheduler: str | None = None):
 
 # --- the cluster, the network and the model -------------------------------------------------------
 
-def _get(cfg: Any, key: str, default=None):
+def config_get(cfg: Any, key: str, default=None):
+    """``cfg[key]``, or ``default`` when missing or null (DictConfig or plain dict)."""
     try:
         v = cfg.get(key, default) if hasattr(cfg, "get") else default
     except Exception:  # pragma: no cover - omegaconf missing-value errors
@@ -322,7 +323,7 @@ def cluster_spec(cfg: Any, accelerator, world: int, *, scheduler: str | None = N
     fab = dict(plain(cfg["fabric"]))
     if fabric_name(cfg) == "pcie":
         _family_keys(_canonical(fab), "pcie", PCIE_KEYS, SCALEUP_KEYS)
-        n_nodes = nodes if nodes is not None else positive_int(_get(cfg, "nodes", fab.get("nodes", 1)), "nodes")
+        n_nodes = nodes if nodes is not None else positive_int(config_get(cfg, "nodes", fab.get("nodes", 1)), "nodes")
         server = pcie_server_spec(platform_dict(cfg))
         scale_out = ScaleOutSpec(nics_per_node=len(server.nics), nic_rate_Bps=server.nic_rate_Bps,
                                  nodes_per_leaf=server.nodes_per_leaf, oversubscription=server.oversubscription)
@@ -340,7 +341,7 @@ def cluster_spec(cfg: Any, accelerator, world: int, *, scheduler: str | None = N
 def network_name(cfg: Any) -> str:
     """The network model that runs: ``cfg.network.name``, with ``auto`` resolved to the fabric
     family's default (analytical on the scale-up fabrics, flow on PCIe)."""
-    net = dict(plain(_get(cfg, "network", {"name": "auto"})))
+    net = dict(plain(config_get(cfg, "network", {"name": "auto"})))
     name = str(net.get("name") or "auto")
     if name == "auto":
         return "flow" if fabric_name(cfg) == "pcie" else "analytical"
@@ -359,7 +360,7 @@ def network_spec(cfg: Any):
     """(registry name, typed spec) of ``cfg.network``."""
     from fabrics.network.registry import AnalyticalSpec, FlowSpec
 
-    net = dict(plain(_get(cfg, "network", {"name": "auto"})))
+    net = dict(plain(config_get(cfg, "network", {"name": "auto"})))
     name = network_name(cfg)
     if name == "analytical":
         return name, AnalyticalSpec(model=str(net.get("model") or "fabric"))

@@ -21,17 +21,9 @@ from typing import Any
 
 from pipelines.app import gx_main
 from pipelines.budgets import preflight
-from pipelines.network import build_network, network_name, scheduler_choice
+from pipelines.network import build_network, config_get as _get, network_name, scheduler_choice
 from pipelines.specs import accelerator_spec, model_spec, plain, positive_int
 from pipelines.trace import chrome_trace
-
-
-def _get(cfg: Any, key: str, default=None):
-    try:
-        v = cfg.get(key, default) if hasattr(cfg, "get") else default
-    except Exception:  # pragma: no cover - omegaconf missing-value errors
-        return default
-    return default if v is None else v
 
 
 def ep_deployment(cfg: Any, *, ep: int | None = None):

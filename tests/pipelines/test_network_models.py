@@ -4,14 +4,7 @@ import json
 
 import pytest
 
-SMALL = ("world=64", "parallel.kvp=4", "parallel.tpa=16", "parallel.ep=8", "parallel.tpe=8", "context=32K")
-FABRIC_ARGS = {
-    "single_eps": (),
-    "single_ocs": ("fabric.ports=16",),
-    "all_eps": ("fabric.accelerators=64",),
-    "hybrid": ("fabric.accelerators=64",),
-    "all_ocs": ("fabric.accelerators=64", "fabric.ports=16"),
-}
+from test_decode_fabrics import FABRIC_ARGS, SMALL  # the small deployments of every fabric
 PCIE = ("fabric=pcie", "model=qwen3_30b_a3b", "accelerator=rtx5080", "platform=r5080_bf3", "nodes=2", "ep=16",
         "context=4096", "model.layers=2", "batch=32")
 
