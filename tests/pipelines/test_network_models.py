@@ -13,7 +13,11 @@ def results(out):
     return json.loads((out / "results.json").read_text())
 
 
-@pytest.mark.parametrize("kind", list(FABRIC_ARGS))
+# two fabrics in the default suite, the other three with -m slow
+EVERY = [k if k in ("hybrid", "all_ocs") else pytest.param(k, marks=pytest.mark.slow) for k in FABRIC_ARGS]
+
+
+@pytest.mark.parametrize("kind", EVERY)
 def test_flow_decode_on_every_scaleup_fabric_is_never_faster_than_analytical(pipeline, kind):
     pf, of = pipeline("decode", f"fabric={kind}", "network=flow", *SMALL, *FABRIC_ARGS[kind])
     pa, oa = pipeline("decode", f"fabric={kind}", *SMALL, *FABRIC_ARGS[kind])
@@ -25,7 +29,7 @@ def test_flow_decode_on_every_scaleup_fabric_is_never_faster_than_analytical(pip
     assert set(flow["schedules"]) == set(ana["schedules"])
 
 
-@pytest.mark.parametrize("kind", list(FABRIC_ARGS))
+@pytest.mark.parametrize("kind", EVERY)
 def test_flow_collective_on_every_scaleup_fabric(pipeline, kind):
     proc, out = pipeline("collective", f"fabric={kind}", "network=flow", "fabric.world=64", "size=[4KiB,1MiB]",
                          *FABRIC_ARGS[kind])
