@@ -32,7 +32,6 @@ seeded with (seed, layer), so a layer's draw does not depend on how many layers 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +51,8 @@ class RoutingSpec:
     seed: int = 0
     zipf_s: float = 0.8  # Zipf exponent of expert popularity (paper 000 sweeps 0.4 ... 0.8)
     zipf_scope: str = "global"  # global: one popularity order per layer; per_source: one per source rank
-    trace_path: str | None = None
+    trace_path: str | None = None  # where the trace came from (its identity); pipelines read the file
+    trace: object = field(default=None, compare=False)  # the trace's expert ids (array), read at the config edge
     capacity_factor: float | None = None  # γ of A.4 Eq. 5; None: dropless, no padding
     bucket_levels: tuple[float, ...] = ()  # A.4 bucketing: levels as multiples of the mean pair load
     dedup: bool = True  # a token travels once to each rank hosting >= 1 of its experts (DeepEP-style)
@@ -159,36 +159,27 @@ class RoutingProblem:
         # fewer requests than EP ranks; token_sources keeps every token on its own rank).
 
 
-def load_trace(path: str | Path, problem: RoutingProblem) -> np.ndarray:
-    """(layers, tokens, k) int64 expert ids from a file; shape and id range checked (SpecError)."""
-    p = Path(path)
-    if not p.exists():
-        raise SpecError(f"routing.trace_path={str(path)!r} does not exist; give a .npy, .json or .csv file of tokens x top-k expert ids")
-    try:
-        if p.suffix == ".npy":
-            a = np.load(p, allow_pickle=False)
-        elif p.suffix == ".json":
-            a = np.asarray(json.loads(p.read_text()))
-        else:
-            a = np.loadtxt(p, delimiter=",", ndmin=2)
-    except (ValueError, OSError) as exc:
-        raise SpecError(f"routing trace {p.name} is not a readable array ({type(exc).__name__}); "
-                        "write tokens x top-k integer expert ids") from None
+def trace_ids(trace, problem: RoutingProblem, name: str = "trace") -> np.ndarray:
+    """(layers, tokens, k) int64 expert ids of a trace array; shape and id range checked (SpecError).
+    ``name`` names the trace in errors (its file; the pipelines read it)."""
+    if trace is None:
+        raise SpecError("routing.model=trace has no trace ids; give routing.trace_path=<.npy/.json/.csv of tokens x top-k ids>")
+    a = np.asarray(trace)
     T, k, L, E = problem.tokens, problem.top_k, problem.layers, problem.experts
     if a.ndim == 2:
         a = a[None]
     if a.ndim != 3 or a.shape[1:] != (T, k) or a.shape[0] not in (1, L):
-        raise SpecError(f"routing trace {p.name} has shape {tuple(a.shape) if a.ndim != 3 or a.shape[0] != 1 else tuple(a.shape[1:])}; "
+        raise SpecError(f"routing trace {name} has shape {tuple(a.shape) if a.ndim != 3 or a.shape[0] != 1 else tuple(a.shape[1:])}; "
                         f"it must be {T} x {k} (tokens x top-k) or {L} x {T} x {k} (layers x tokens x top-k)")
     if not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a)) or not np.array_equal(a, np.round(a)):
-        raise SpecError(f"routing trace {p.name} must hold whole expert ids")
+        raise SpecError(f"routing trace {name} must hold whole expert ids")
     a = a.astype(np.int64)
     if a.min() < 0 or a.max() >= E:
         bad = int(a.min()) if a.min() < 0 else int(a.max())
-        raise SpecError(f"routing trace {p.name}: expert id {bad} is out of range 0..{E - 1} for {problem.model_name}")
+        raise SpecError(f"routing trace {name}: expert id {bad} is out of range 0..{E - 1} for {problem.model_name}")
     srt = np.sort(a, axis=2)
     if (srt[:, :, 1:] == srt[:, :, :-1]).any():
-        raise SpecError(f"routing trace {p.name}: a token lists the same expert twice; each row needs {k} distinct ids")
+        raise SpecError(f"routing trace {name}: a token lists the same expert twice; each row needs {k} distinct ids")
     return a
 
 
@@ -299,7 +290,8 @@ def layer_routing(spec: RoutingSpec, problem: RoutingProblem, layer: int, hosts:
 def route_layers(spec: RoutingSpec, problem: RoutingProblem) -> tuple[LayerRouting, ...]:
     """Every layer's routing (uniform: one computation shared by all layers)."""
     hosts = expert_hosts(problem.experts, problem.ep, spec.placement, problem.model_name)
-    trace = load_trace(spec.trace_path, problem) if spec.model == "trace" else None
+    name = Path(spec.trace_path).name if spec.trace_path else "trace"
+    trace = trace_ids(spec.trace, problem, name) if spec.model == "trace" else None
     if spec.model == "uniform":
         one = layer_routing(spec, problem, 0, hosts)
         return (one,) * problem.layers

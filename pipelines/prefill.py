@@ -35,9 +35,16 @@ def ep_deployment(cfg: Any, *, ep: int | None = None):
                       requests=positive_int(_get(cfg, "requests", 1), "requests"),
                       prompt_tokens=positive_int(_get(cfg, "prompt_tokens", 8192), "prompt_tokens"),
                       context_tokens=positive_int(_get(cfg, "context", 1), "context"))
+    routing = routing_from_dict(plain(_get(cfg, "routing", {})))
+    if routing.model == "trace" and routing.trace_path:  # the file is read here, the ids checked in gxnet
+        from dataclasses import replace
+
+        from pipelines.file_checks import read_array
+
+        routing = replace(routing, trace=read_array(routing.trace_path, "routing.trace_path"))
     return EpDeployment(model=model_spec(cfg), accelerator=accelerator_spec(cfg),
                         ep=ep if ep is not None else positive_int(cfg["ep"], "ep"), phase=phase,
-                        routing=routing_from_dict(plain(_get(cfg, "routing", {}))),
+                        routing=routing,
                         precision=precision_from_dict(plain(_get(cfg, "precision"))))
 
 

@@ -13,7 +13,7 @@ from gxnet.expert_routing import (
     _draw,
     expert_hosts,
     layer_routing,
-    load_trace,
+    trace_ids,
     route_layers,
     routing_from_dict,
     token_sources,
@@ -123,7 +123,7 @@ def test_trace_roundtrip_and_bad_traces(tmp_path):
     ids = np.stack([np.arange(32) % 16, (np.arange(32) + 1) % 16], axis=1)
     good = tmp_path / "t.npy"
     np.save(good, ids)
-    lr = route_layers(RoutingSpec(model="trace", trace_path=str(good)), prob)[0]
+    lr = route_layers(RoutingSpec(model="trace", trace_path=str(good), trace=np.load(good)), prob)[0]
     hosts = expert_hosts(16, 4)
     src = token_sources(32, 4)
     manual = np.zeros((4, 4), dtype=np.int64)
@@ -135,21 +135,21 @@ def test_trace_roundtrip_and_bad_traces(tmp_path):
 
     (tmp_path / "shape.json").write_text(json.dumps(ids[:, :1].tolist()))
     with pytest.raises(SpecError, match="shape") as e:
-        load_trace(tmp_path / "shape.json", prob)
+        trace_ids(json.loads((tmp_path / "shape.json").read_text()), prob, "shape.json")
     _one_line(e)
     bad = ids.copy()
     bad[3, 1] = 16
     np.save(tmp_path / "range.npy", bad)
     with pytest.raises(SpecError, match="out of range") as e:
-        load_trace(tmp_path / "range.npy", prob)
+        trace_ids(np.load(tmp_path / "range.npy"), prob, "range.npy")
     _one_line(e)
     dup = ids.copy()
     dup[0] = [4, 4]
     np.save(tmp_path / "dup.npy", dup)
     with pytest.raises(SpecError, match="same expert twice"):
-        load_trace(tmp_path / "dup.npy", prob)
-    with pytest.raises(SpecError, match="does not exist"):
-        load_trace(tmp_path / "missing.npy", prob)
+        trace_ids(np.load(tmp_path / "dup.npy"), prob, "dup.npy")
+    with pytest.raises(SpecError, match="no trace ids"):
+        route_layers(RoutingSpec(model="trace", trace_path=str(tmp_path / "missing.npy")), prob)
 
 
 @pytest.mark.parametrize("bad, match", [
