@@ -7,6 +7,9 @@ meet in a scale-out network:
   ``all_ocs``) are one node whose domain is the whole rail-optimised scale-up fabric
   (``fabrics.scaleup.physical.FabricSpec``: hundreds of accelerators, one or two switching levels) and
   no scale-out network;
+* the **GPU systems** of today (``nvswitch``, ``gpu_cluster``): ``nodes`` NVLink/NVSwitch domains
+  (``fabrics.nvswitch.NvSwitchDomain``: an HGX baseboard of 8 GPUs or an NVL72 rack) joined, when
+  there are several, by a rail-optimised leaf-spine network of NICs (``ScaleOutSpec``);
 * the **PCIe servers** of paper 000 are ``nodes`` copies of a PCIe tree
   (``fabrics.pcie.platform.PcieServer``: switches, CPU root complexes, GPUs, NICs) joined by a
   two-tier leaf-spine network (``ScaleOutSpec``: NIC rate, nodes per leaf, oversubscription).
@@ -24,17 +27,20 @@ from dataclasses import dataclass
 from typing import Union
 
 from collectives.errors import SpecError
+from fabrics.nvswitch import NvSwitchDomain
 from fabrics.pcie.platform import PcieServer
 from fabrics.scaleup.physical import FABRIC_KINDS, FabricSpec
 
-SCALEUP, PCIE = "scaleup", "pcie"
-FAMILIES = (SCALEUP, PCIE)
-SCALE_OUT_TOPOLOGIES = ("leaf_spine",)
+SCALEUP, PCIE, GPU = "scaleup", "pcie", "gpu"
+FAMILIES = (SCALEUP, PCIE, GPU)
+# leaf_spine: any NIC to any leaf (paper 000); rail_optimized: NIC r of every node on the leaf of
+# rail r (the GPU-cluster layout: same-rail traffic crosses one leaf, cross-rail goes via spines).
+SCALE_OUT_TOPOLOGIES = ("leaf_spine", "rail_optimized")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScaleOutSpec:
-    """NICs of every node joined by a two-tier leaf-spine network (paper 000, Section 2)."""
+    """NICs of every node joined by a two-tier leaf-spine network (paper 000, Section 2), or rail-optimised."""
 
     topology: str = "leaf_spine"
     nics_per_node: int
@@ -82,9 +88,9 @@ class ClusterSpec:
 
     name: str  # the fabric option (conf/fabric/<name>.yaml)
     nodes: int
-    node: Union[FabricSpec, PcieServer]  # the intra-node domain
+    node: Union[FabricSpec, PcieServer, NvSwitchDomain]  # the intra-node domain
     scale_out: ScaleOutSpec | None = None
-    options: object = None  # ScaleUpOptions (scale-up) | fabrics.network.pcie.PcieNetworkParams (PCIe)
+    options: object = None  # ScaleUpOptions (scale-up) | fabrics.network.pcie.PcieNetworkParams (PCIe) | None (GPU)
 
     def __post_init__(self) -> None:
         if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
@@ -99,17 +105,24 @@ class ClusterSpec:
             if self.nodes > 1 and (self.scale_out is None or self.scale_out.nics_per_node == 0):
                 raise SpecError(f"platform {self.node.name} has no NICs, so nodes={self.nodes} cannot talk; "
                                 "use nodes=1 or add nics")
+        elif isinstance(self.node, NvSwitchDomain):
+            if self.nodes > 1 and (self.scale_out is None or self.scale_out.nics_per_node == 0):
+                raise SpecError(f"fabric={self.name}: {self.nodes} NVLink domains need NICs to talk; "
+                                "set fabric.nics_per_node and fabric.nic_rate, or use nodes=1")
         else:
-            raise SpecError(f"fabric={self.name}: node must be a scale-up FabricSpec or a PcieServer, "
+            raise SpecError(f"fabric={self.name}: node must be a scale-up FabricSpec, a PcieServer or an "
+                            "NvSwitchDomain, "
                             f"got {type(self.node).__name__}")
 
     @property
     def family(self) -> str:
-        return SCALEUP if isinstance(self.node, FabricSpec) else PCIE
+        if isinstance(self.node, FabricSpec):
+            return SCALEUP
+        return GPU if isinstance(self.node, NvSwitchDomain) else PCIE
 
     @property
     def accelerators_per_node(self) -> int:
-        return self.node.accelerators if isinstance(self.node, FabricSpec) else self.node.gpus_per_node
+        return self.node.gpus_per_node if isinstance(self.node, PcieServer) else self.node.accelerators
 
     @property
     def accelerators(self) -> int:
@@ -118,6 +131,8 @@ class ClusterSpec:
     def describe(self) -> str:
         if self.family == SCALEUP:
             return f"{self.name} ({self.node.accelerators} accelerators, {self.node.ports} ports)"
+        if self.family == GPU:
+            return f"{self.name} ({self.nodes} x {self.node.gpus} {self.node.name} NVLink domain)"
         return f"{self.name} ({self.nodes} x {self.node.name}, {self.node.gpus_per_node} GPUs per node)"
 
 
@@ -125,4 +140,4 @@ def scaleup_kind(name: str) -> bool:
     return name in FABRIC_KINDS
 
 
-__all__ = ["ClusterSpec", "ScaleOutSpec", "ScaleUpOptions", "SCALEUP", "PCIE", "FAMILIES"]
+__all__ = ["ClusterSpec", "ScaleOutSpec", "ScaleUpOptions", "NvSwitchDomain", "SCALEUP", "PCIE", "GPU", "FAMILIES"]

@@ -56,6 +56,23 @@ class AcceleratorSpec:
     # layer), which reproduces the paper's 0.53 ms / 8.3 ms; "kernel" = one instance, literal B.3.
     efficiency_basis: str = "step"
     peak_flops_note: str = ""
+    # Dense tensor-core peaks per operand precision, FLOP/s (datasheets; None: not given / no such
+    # tensor cores). ``peak_flops`` above stays the roofline peak of the paper-003 analyses.
+    peak_flops_bf16: float | None = None
+    peak_flops_fp8: float | None = None
+    peak_flops_fp4: float | None = None
+    # NVLink: ports per GPU, rate of one port in one direction, the most GPUs one NVLink/NVSwitch
+    # domain of this product holds (8: HGX baseboard, 72: NVL72 rack; 0: no NVLink), whether its
+    # NVSwitches reduce in the switch (NVLS / SHARP), and GPUs per compute tray (NVL72: 4).
+    nvlink_ports: int = 0
+    nvlink_rate_Bps: float = 0.0
+    nvlink_domain_max: int = 0
+    nvls: bool = False
+    gpus_per_tray: int | None = None
+    # Power: board TDP of one GPU and the per-GPU share of its host (CPU, memory, NICs, fans,
+    # PSU losses), W. None: not given (deployments then report no power with a note).
+    board_power_W: float | None = None
+    host_power_W: float | None = None
 
     def __post_init__(self) -> None:
         for f in ("peak_flops", "hbm_bytes", "hbm_bandwidth_Bps", "scaleup_ports", "port_rate_Bps"):
@@ -64,10 +81,24 @@ class AcceleratorSpec:
         for f in ("kernel_launch_s", "in_graph_launch_s"):
             if getattr(self, f) < 0:
                 raise SpecError(f"accelerator {self.name}: {f}={getattr(self, f)!r} must be >= 0")
+        for f in ("peak_flops_bf16", "peak_flops_fp8", "peak_flops_fp4", "board_power_W", "host_power_W"):
+            value = getattr(self, f)
+            if value is not None and not value > 0:
+                raise SpecError(f"accelerator {self.name}: {f}={value!r} must be positive (or absent)")
+        if self.nvlink_ports < 0 or self.nvlink_rate_Bps < 0 or self.nvlink_domain_max < 0:
+            raise SpecError(f"accelerator {self.name}: nvlink_ports, nvlink_rate_Bps and nvlink_domain_max "
+                            "must be >= 0")
+        if (self.nvlink_ports > 0) != (self.nvlink_rate_Bps > 0) or (self.nvlink_ports > 0) != (self.nvlink_domain_max > 0):
+            raise SpecError(f"accelerator {self.name}: give nvlink_ports, nvlink_rate_Bps and nvlink_domain_max "
+                            "together (all > 0 for an NVLink GPU, all 0 without NVLink)")
         if self.efficiency_basis not in EFFICIENCY_BASES:
             raise SpecError(
                 f"accelerator {self.name}: efficiency_basis={self.efficiency_basis!r}; choose one of "
                 f"{', '.join(EFFICIENCY_BASES)}")
+
+    @property
+    def has_nvlink(self) -> bool:
+        return self.nvlink_ports > 0
 
     def kernel_time_s(self, flops: float, bytes_moved: float, flops_basis: float | None = None,
                       bytes_basis: float | None = None) -> float:
@@ -83,14 +114,21 @@ _NUM_FIELDS = {
     "peak_flops": float, "hbm_bytes": int, "hbm_bandwidth_Bps": float, "scaleup_ports": int,
     "port_rate_Bps": float, "kernel_launch_s": float, "in_graph_launch_s": float,
 }
+# Optional numbers (absent: the dataclass default).
+_OPTIONAL_NUM_FIELDS = {
+    "peak_flops_bf16": float, "peak_flops_fp8": float, "peak_flops_fp4": float,
+    "nvlink_ports": int, "nvlink_rate_Bps": float, "nvlink_domain_max": int, "gpus_per_tray": int,
+    "board_power_W": float, "host_power_W": float,
+}
 
 
 def accelerator_from_dict(d: Mapping[str, Any]) -> AcceleratorSpec:
     """Build an ``AcceleratorSpec`` from the content of ``conf/accelerator/X.yaml``."""
     d = dict(d)
     name = str(d.get("name", "?"))
-    known = set(_NUM_FIELDS) | {"name", "eta_memory", "eta_compute", "efficiency_basis",
-                                "peak_flops_note", "description", "source"}
+    known = set(_NUM_FIELDS) | set(_OPTIONAL_NUM_FIELDS) | {
+        "name", "eta_memory", "eta_compute", "efficiency_basis", "peak_flops_note", "nvls", "description",
+        "source"}
     unknown = sorted(set(d) - known)
     if unknown:
         raise SpecError(f"accelerator {name}: unknown field(s) {', '.join(unknown)}")
@@ -102,6 +140,16 @@ def accelerator_from_dict(d: Mapping[str, Any]) -> AcceleratorSpec:
             kwargs[f] = typ(float(d[f]))
         except (TypeError, ValueError):
             raise SpecError(f"accelerator {name}: {f}={d[f]!r} must be a number in SI base units") from None
+    for f, typ in _OPTIONAL_NUM_FIELDS.items():
+        if d.get(f) is not None:
+            try:
+                kwargs[f] = typ(float(d[f]))
+            except (TypeError, ValueError):
+                raise SpecError(f"accelerator {name}: {f}={d[f]!r} must be a number in SI base units") from None
+    if "nvls" in d:
+        if not isinstance(d["nvls"], bool):
+            raise SpecError(f"accelerator {name}: nvls={d['nvls']!r} must be true or false")
+        kwargs["nvls"] = d["nvls"]
     for f in ("eta_memory", "eta_compute"):
         steps = d.get(f)
         if not isinstance(steps, Mapping) or "upper" not in steps or "values" not in steps:

@@ -94,6 +94,16 @@ class AcceleratorSchema:
     eta_compute: Any = None
     efficiency_basis: str = "step"
     peak_flops_note: Optional[str] = None
+    peak_flops_bf16: Optional[float] = None
+    peak_flops_fp8: Optional[float] = None
+    peak_flops_fp4: Optional[float] = None
+    nvlink_ports: int = 0
+    nvlink_rate_Bps: float = 0.0
+    nvlink_domain_max: int = 0
+    nvls: bool = False
+    gpus_per_tray: Optional[int] = None
+    board_power_W: Optional[float] = None
+    host_power_W: Optional[float] = None
 
 
 @schema("parallel")
@@ -181,7 +191,8 @@ _COUNT = (
     "predict.nodes",
     "model.layers", "model.hidden", "model.q_heads", "model.kv_heads", "model.head_dim", "model.experts",
     "model.expert_width", "model.top_k", "model.vocab",
-    "accelerator.scaleup_ports", "parallel.kvp", "parallel.tpa", "parallel.ep", "parallel.tpe", "parallel.tp",
+    "accelerator.scaleup_ports", "accelerator.nvlink_ports", "accelerator.nvlink_domain_max",
+    "accelerator.gpus_per_tray", "parallel.kvp", "parallel.tpa", "parallel.ep", "parallel.tpe", "parallel.tp",
     "precision.weights_bits", "precision.activations_bits", "precision.kv_bits", "precision.comm_bits",
     "precision.softmax_stat_bits",
     "fabric.accelerators", "fabric.ports", "fabric.switch_radix", "fabric.world", "fabric.group_size",
@@ -202,7 +213,8 @@ _INDEX = (
 _SIZE = ("size", "meshes.payloads", "max_kernel_bytes", "accelerator.hbm_bytes", "workload.bytes_per_rank",
          "network.buffer")
 _RATE = ("link_rate", "fabric.link_rate", "accelerator.hbm_bandwidth_Bps", "accelerator.port_rate_Bps",
-         "accelerator.peak_flops", "platform.pcie_rate", "platform.nic_rate", "platform.gpu_link_rate")
+         "accelerator.peak_flops", "accelerator.peak_flops_bf16", "accelerator.peak_flops_fp8",
+         "accelerator.peak_flops_fp4", "accelerator.nvlink_rate_Bps", "platform.pcie_rate", "platform.nic_rate", "platform.gpu_link_rate")
 _TIME = ("hop_latency", "activation_overhead", "predict.activation_overhead", "fabric.hop_latency",
          "fabric.ocs_pass_through", "fabric.cable_latency", "fabric.level2_cable_latency", "fabric.switch_core",
          "fabric.activation_overhead", "fabric.planning_cost_per_activation",
@@ -210,7 +222,8 @@ _TIME = ("hop_latency", "activation_overhead", "predict.activation_overhead", "f
 _TIMEOUT = ("timeout", "startup_timeout", "scheduler.time_limit_s")
 _FRACTION = ("search.within", "scheduler.reuse_floor", "scheduler.gap_tolerance", "accelerator.eta_memory.values",
              "accelerator.eta_compute.values")
-_POSITIVE = ("platform.network.oversubscription", "routing.zipf_s", "routing.capacity_factor",
+_POSITIVE = ("accelerator.board_power_W", "accelerator.host_power_W",
+             "platform.network.oversubscription", "routing.zipf_s", "routing.capacity_factor",
              "accelerator.eta_memory.upper", "accelerator.eta_compute.upper", "scheduler.k_target_per_rank")
 _NONNEGATIVE = ("workload.skew", "scheduler.rank_pressure", "scheduler.pair_pressure",
                 "scheduler.coarse_rounds_per_rank")
