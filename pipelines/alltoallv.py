@@ -50,7 +50,9 @@ def make_demand(workload: dict, n: int):
         path = workload.get("path")
         if not path or path == "???":
             raise SpecError("workload=file needs workload.path=<matrix .npy/.csv/.json>")
-        return workloads.from_file(path, n)
+        from pipelines.file_checks import read_array
+
+        return workloads.demand_matrix(read_array(path, "workload.path"), n, f"demand file {Path(path).name}")
     raise SpecError(f"unknown workload {name!r}; choose one of: file, moe, uniform, zipf")
 
 

@@ -192,7 +192,7 @@ def read_array(path: str | Path, what: str):
     """A numeric array from a .npy, .json or .csv file; anything else is one line naming ``what=path``.
 
     Only readability, a numeric dtype and finiteness are checked here; the reader that uses the
-    array (``collectives.alltoallv.workloads.from_file``, ``gxnet.expert_routing.trace_ids``) checks its
+    array (``collectives.alltoallv.workloads.demand_matrix``, ``gxnet.expert_routing.trace_ids``) checks its
     shape and values against the run."""
     import numpy as np
 

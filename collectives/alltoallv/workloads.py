@@ -6,14 +6,11 @@
 - ``moe``: randomized top-k MoE routing: every token of every rank picks k distinct experts out
   of E uniformly; experts are spread evenly over the ranks (expert e on rank e mod N); a token
   goes once to each rank hosting at least one of its experts, carrying hidden * dtype bytes;
-- ``file``: a matrix from .npy, .csv or .json (a list of rows), shape checked.
+- ``file``: a matrix the pipelines read from .npy, .csv or .json (``demand_matrix`` checks it).
 Self traffic (the diagonal) is always zero: it is handled locally.
 """
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 import numpy as np
 
@@ -83,24 +80,15 @@ def moe(n: int, tokens_per_rank: int, *, experts: int = 256, top_k: int = 8, hid
     return d
 
 
-def from_file(path: str | Path, n: int) -> np.ndarray:
+def demand_matrix(m: np.ndarray, n: int, what: str = "demand matrix") -> np.ndarray:
+    """A user's demand matrix (read by the pipelines) checked against ``n`` ranks: whole, non-negative
+    byte counts, shape n x n; the diagonal (a rank's bytes to itself) is dropped."""
     _check_n(n)
-    p = Path(path)
-    if not p.exists():
-        raise SpecError(f"workload.path={str(path)!r} does not exist; give a .npy, .csv or .json demand matrix")
-    try:
-        if p.suffix == ".npy":
-            m = np.load(p)
-        elif p.suffix == ".json":
-            m = np.asarray(json.loads(p.read_text()), dtype=np.float64)
-        else:
-            m = np.loadtxt(p, delimiter=",", ndmin=2)
-    except (ValueError, OSError) as exc:
-        raise SpecError(f"workload.path={str(path)!r} is not a readable matrix ({type(exc).__name__})") from None
+    m = np.asarray(m)
     if m.shape != (n, n):
-        raise SpecError(f"demand file {p.name} has shape {tuple(m.shape)}; it must be {n} x {n} for {n} ranks")
+        raise SpecError(f"{what} has shape {tuple(m.shape)}; it must be {n} x {n} for {n} ranks")
     if not np.all(np.isfinite(m)) or (m < 0).any() or not np.allclose(m, np.round(m)):
-        raise SpecError(f"demand file {p.name} must hold whole, non-negative byte counts")
+        raise SpecError(f"{what} must hold whole, non-negative byte counts")
     m = np.round(m).astype(np.int64)
     np.fill_diagonal(m, 0)
     return m

@@ -28,6 +28,17 @@ from pathlib import Path
 
 from collectives.errors import SpecError
 
+def platform_from_file(path, **kwargs) -> dict:
+    """Read either format from a file: XML (an NCCL dump) if it starts with '<', else nvidia-smi text."""
+    from fabrics.pcie.topology_import import platform_from_nccl_xml, platform_from_nvidia_smi
+
+    text = read_text(str(path), "topology file")
+    name = kwargs.pop("name", Path(path).stem)
+    if text.lstrip().startswith("<"):
+        return platform_from_nccl_xml(text, name=name, **kwargs)
+    return platform_from_nvidia_smi(text, name=name, **kwargs)
+
+
 _DUMP_SNIPPET = textwrap.dedent("""
     import os, socket, torch, torch.distributed as dist
     s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()

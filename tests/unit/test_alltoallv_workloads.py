@@ -34,12 +34,16 @@ def test_file_loading_and_shape_check(tmp_path):
     np.save(tmp_path / "d.npy", m)
     (tmp_path / "d.json").write_text(json.dumps(m.tolist()))
     np.savetxt(tmp_path / "d.csv", m, delimiter=",")
+    from pipelines.file_checks import read_array
+
     for f in ("d.npy", "d.json", "d.csv"):
-        assert (w.from_file(tmp_path / f, 4) == m).all()
+        assert (w.demand_matrix(read_array(tmp_path / f, "workload.path"), 4) == m).all()
     with pytest.raises(SpecError, match="shape"):
-        w.from_file(tmp_path / "d.npy", 5)
+        w.demand_matrix(read_array(tmp_path / "d.npy", "workload.path"), 5)
     with pytest.raises(SpecError, match="does not exist"):
-        w.from_file(tmp_path / "nope.npy", 4)
+        read_array(tmp_path / "nope.npy", "workload.path")
+    with pytest.raises(SpecError, match="non-negative"):
+        w.demand_matrix(-m, 4)
 
 
 def test_negative_skew_is_rejected():

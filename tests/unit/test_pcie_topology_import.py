@@ -99,7 +99,7 @@ def test_bad_xml_is_a_spec_error():
 
 
 def test_files_written_by_the_test_are_read_in_either_format(tmp_path):
-    from fabrics.pcie.topology_import import platform_from_file
+    from pipelines.hardware.topology import platform_from_file
 
     (tmp_path / "topo.txt").write_text(SMI)
     (tmp_path / "topo.xml").write_text(XML)
