@@ -17,10 +17,10 @@ integer: the fit runs once per candidate of ``CHANNEL_GRID`` and keeps the best.
 from __future__ import annotations
 
 import argparse
-import math
 import re
 import sys
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -108,6 +108,7 @@ def load_rows(path: Path = MEASUREMENTS) -> list[Row]:
     return rows
 
 
+@lru_cache(maxsize=None)
 def _accelerator(name: str) -> dict:
     return yaml.safe_load((ACCELERATORS / f"{name}.yaml").read_text())
 
@@ -139,6 +140,19 @@ def predict(gen, row: Row, links_place=None, *, as_ran: bool = False):
     return choose(gen, links, place, row.collective, row.size_bytes, algorithm=algorithm, protocol=protocol)
 
 
+def _as_ran_pairs(gen, row: Row, links, place) -> list[tuple[str, str]]:
+    """The (algorithm, protocol) pairs the fit prices a row with (fixed while parameters move)."""
+    from fabrics.network.nccl.tuner import candidates
+
+    pairs = candidates(gen, links, place, row.collective)
+    algorithm, _, protocol = (row.ran or row.algorithm).partition("/")
+    if algorithm != "auto":
+        pairs = [p for p in pairs if p[0] == algorithm]
+    if protocol:
+        pairs = [p for p in pairs if p[1] == protocol]
+    return pairs
+
+
 # -- parameters <-> vectors ------------------------------------------------------------------------
 
 def _get(gen, path):
@@ -168,6 +182,14 @@ def with_values(gen, values: dict, ring_channels: int | None = None):
     return replace(gen, hop_latency_s=hop, efficiency=eff, channels=channels, **scalars)
 
 
+def best_time(gen, row: Row, links_place, pairs) -> float:
+    """The least predicted time over ``pairs`` (the tuner's rule on a fixed candidate list)."""
+    from fabrics.network.nccl.cost import COLLECTIVE_ALGORITHMS
+
+    links, place = links_place
+    return min(COLLECTIVE_ALGORITHMS[a](gen, links, place, row.collective, p, row.size_bytes).time_s for a, p in pairs)
+
+
 @dataclass(frozen=True)
 class FitResult:
     generation: str
@@ -187,6 +209,7 @@ def fit_generation(gen, rows: list[Row]) -> FitResult:
     scale = np.abs(x0)
     fit_rows = [r for r in rows if r.fit]
     cached = [links_for(r) for r in fit_rows]
+    pairs = [_as_ran_pairs(gen, r, *lp) for r, lp in zip(fit_rows, cached)]
     measured = np.log([r.time_s for r in fit_rows])
     # the tuner's min() makes the cost piecewise smooth: start from NCCL's constants and from the
     # geometric middle of the bounds, keep the better end point (deterministic)
@@ -195,7 +218,7 @@ def fit_generation(gen, rows: list[Row]) -> FitResult:
     for channels in CHANNEL_GRID:
         def residuals(z, channels=channels):
             g = with_values(gen, {p: float(v) for (p, _, _), v in zip(FITTED, z * scale)}, channels)
-            return np.log([predict(g, r, lp, as_ran=True).time_s for r, lp in zip(fit_rows, cached)]) - measured
+            return np.log([best_time(g, r, lp, pr) for r, lp, pr in zip(fit_rows, cached, pairs)]) - measured
 
         for start in starts:
             sol = least_squares(residuals, start, bounds=(lo / scale, hi / scale), method="trf",
