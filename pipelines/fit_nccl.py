@@ -336,6 +336,59 @@ def markdown_table(residuals: list[dict]) -> str:
     return "\n".join(lines)
 
 
+PLOT_GROUPS = (  # file name, title, tables (one line each)
+    ("nccl_hopper.png", "8 x H100 / H200 all-reduce (NVLink4 NVSwitch)",
+     ("h200_default", "h200_nvls_forced", "h100_nvls_forced")),
+    ("nccl_gb300.png", "GB300 NVL72 all-reduce", ("gb300_4gpu", "gb300_8gpu", "gb300_64gpu")),
+)
+
+
+def write_plots(residuals: list[dict], folder: Path) -> list[Path]:
+    """Predicted vs measured time over message size (and the relative error) per table group, and the
+    8 GiB busbw by GPU count; PNGs under ``folder``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, title, tables in PLOT_GROUPS:
+        fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 6.5), sharex=True, height_ratios=(3, 1.4))
+        for k, table in enumerate(tables):
+            rows = [e for e in residuals if e["table"] == table and "measured_s" in e]
+            x = [e["size_bytes"] for e in rows]
+            colour = f"C{k}"
+            top.plot(x, [e["measured_s"] * 1e6 for e in rows], "o", color=colour, label=f"{table} measured")
+            top.plot(x, [e["predicted_s"] * 1e6 for e in rows], "-", color=colour, label=f"{table} model")
+            bottom.plot(x, [e["error"] * 100 for e in rows], "o-", color=colour, ms=3)
+        top.set(xscale="log", yscale="log", ylabel="time (us)", title=title)
+        top.legend(fontsize=7)
+        for bound in (-20, 20):
+            bottom.axhline(bound, color="grey", lw=0.6, ls="--")
+        bottom.axhline(0, color="black", lw=0.6)
+        bottom.set(xscale="log", xlabel="message size (bytes, nccl-tests size)", ylabel="model / measured - 1 (%)")
+        fig.tight_layout()
+        path = folder / name
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for k, table in enumerate(("h200_8g_by_gpus_nvls", "h200_8g_by_gpus_nvls_off")):
+        rows = [e for e in residuals if e["table"] == table]
+        n = [e["gpus"] for e in rows]
+        bus = [e["size_bytes"] * bus_factor("allreduce", e["gpus"]) / 1e9 for e in rows]
+        ax.plot(n, [b / e["measured_s"] for b, e in zip(bus, rows)], "o", color=f"C{k}", label=f"{table} measured")
+        ax.plot(n, [b / e["predicted_s"] for b, e in zip(bus, rows)], "-", color=f"C{k}", label=f"{table} model")
+    ax.set(xlabel="GPUs", ylabel="busbw (GB/s)", title="8 GiB all-reduce on H200 by GPU count")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = folder / "nccl_gpu_count.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [*written, path]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pipelines.fit_nccl", description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="do not write; exit 1 if the committed values differ")
@@ -362,8 +415,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.table:
         print(markdown_table(residuals))
     if args.plots is not None:
-        from pipelines.nccl_plots import write_plots
-
         for path in write_plots(residuals, args.plots):
             print(f"wrote {path}")
     return 0
