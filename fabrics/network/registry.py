@@ -10,9 +10,6 @@ the entry does not declare is refused with one line before anything runs. Adding
 | analytical | Hockney phases, bottleneck capacity (Section 5.4)  | --                                    |
 | flow       | the same schedules, max-min sharing of capacities  | max-min over PCIe/NIC/leaf resources  |
 | simlette   | flit-level simulation on SimPy (Section 5)         | --                                    |
-
-``nccl`` runs on the GPU systems (``fabric=nvswitch | gpu_cluster``): NCCL-like algorithm x protocol
-costs fitted to measurements (``fabrics.network.nccl``).
 """
 
 from __future__ import annotations
