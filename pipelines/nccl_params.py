@@ -107,7 +107,7 @@ def nccl_spec(network_mapping: Any):
     net = _mapping(plain(network_mapping), "network")
     net = {k: v for k, v in net.items() if not k.startswith("_")}
     _unknown(net, TOP_KEYS, "network")
-    if net.get("name", "nccl") != "nccl":
+    if net.get("name", "nccl") not in ("nccl", "auto"):  # auto: resolved to nccl on GPU fabrics
         raise SpecError(f"network.name={net.get('name')!r}: nccl_spec parses network=nccl only")
     gens = net.get("generations")
     if gens is None:
