@@ -128,12 +128,18 @@ class Generation:
 
 def _lookup(table, path: tuple[str, ...], where: str):
     node = table
-    for i, key in enumerate(path):
-        if key not in node:
-            raise SpecError(f"{where}.{'.'.join(path[:i + 1])} is missing from conf/network/nccl.yaml; "
-                            "add it or choose another algorithm/protocol")
-        node = node[key]
-    return node
+    try:
+        for key in path:
+            node = node[key]
+        return node
+    except KeyError:
+        node = table
+        for i, key in enumerate(path):
+            if key not in node:
+                raise SpecError(f"{where}.{'.'.join(path[:i + 1])} is missing from conf/network/nccl.yaml; "
+                                "add it or choose another algorithm/protocol") from None
+            node = node[key]
+        raise
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
