@@ -16,14 +16,16 @@ Modules (one job each):
   ``Estimate`` = (algorithm, protocol, latency_s, bandwidth_s); ``time_s`` is their sum.
 - ``tuner``: the candidates NCCL would enable, the least-time choice (``choose``), forced choices
   and the one-line refusals (``check_forced``).
-- ``model``: ``NcclNetwork`` (the NetworkModel protocol: prepare / register / advance / report)
-  and ``build_nccl`` (the registry's builder). Concurrent calls are priced independently, as in
+- ``model``: ``NcclNetwork`` (the NetworkModel protocol: prepare / register / advance / report),
+  ``GpuSystem`` (the adapter from a ``ClusterSpec`` of the gpu family: GPUs per node, intra-node
+  transport and rate, NIC bandwidth, NVLS; ``links(group, active)`` gives a group's ``Links`` and
+  ``Placement``) and ``build_nccl`` (the registry's builder). Concurrent calls are priced independently, as in
   the analytical model; the groups of one call share their nodes' NICs.
 
 To add a bus (e.g. PCIe: P2P through the root complex, SHM through host memory), add its rows
 under ``hop_latency.<transport>`` and ``efficiency.<transport>`` in conf/network/nccl.yaml and
-pass ``Links(intra_transport="<transport>", intra_Bps=...)`` from the system adapter; the cost
-functions need no change. Parameters and fit: docs/nccl.md.
+give ``NcclNetwork`` a system adapter like ``GpuSystem`` whose ``intra_transport`` is that row and
+whose ``intra_Bps`` is the bus rate a GPU sees; the cost functions and the tuner need no change. Parameters and fit: docs/nccl.md.
 """
 
 from fabrics.network.nccl.cost import Estimate, Links, Placement

@@ -22,7 +22,12 @@ from fabrics.network.protocol import (CollectiveCall, Completion, DemandEntry, N
 
 
 class GpuSystem:
-    """What the model needs of a ``ClusterSpec`` of the gpu family: GPUs per node, rates, NVLS."""
+    """What the model needs of a ``ClusterSpec`` of the gpu family: GPUs per node, rates, NVLS.
+
+    The model reads only these attributes and ``links``; another system (a PCIe server) is another
+    adapter with the same attributes (``intra_transport="pci"``, its bus rate as ``intra_Bps``)."""
+
+    intra_transport = "nvlink"  # the hop-latency / efficiency row of the intra-node bus
 
     def __init__(self, cluster):
         node = cluster.node
@@ -49,7 +54,7 @@ class GpuSystem:
         if nodes > self.nodes_per_leaf:  # rail traffic leaves the leaf: the spine's oversubscription applies
             nic /= self.oversubscription
         share = per_node[busiest] / active[busiest]
-        links = Links(intra_transport="nvlink", intra_Bps=self.intra_Bps, inter_Bps=nic * share if nodes > 1 else 0.0,
+        links = Links(intra_transport=self.intra_transport, intra_Bps=self.intra_Bps, inter_Bps=nic * share if nodes > 1 else 0.0,
                       gpu_nic_Bps=nic / active[busiest], nvls=self.nvls)
         return links, Placement(ranks=len(group), nodes=nodes, per_node=max(per_node.values()))
 
