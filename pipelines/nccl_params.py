@@ -22,11 +22,37 @@ GENERATION_KEYS = ("accelerators", "channels", "protocols", "nvls_chunk_bytes", 
                    "base_latency", "hop_latency", "efficiency")
 
 
+# Explicit keyed caches (safe to clear): the parameter file by (mtime, size), parsed generations by their
+# canonical JSON text -- a decode point builds its network model once per run, and YAML parsing would
+# otherwise dominate it.
+_FILE_CACHE: dict[tuple, dict] = {}
+_GENERATIONS_CACHE: dict[str, tuple] = {}
+_CACHE_KEEP = 8
+
+
+def clear_caches() -> None:
+    _FILE_CACHE.clear()
+    _GENERATIONS_CACHE.clear()
+
+
 def default_mapping() -> dict:
-    """conf/network/nccl.yaml as a plain mapping."""
+    """conf/network/nccl.yaml as a plain mapping (a fresh copy)."""
+    import copy
+
+    return copy.deepcopy(_file_mapping())
+
+
+def _file_mapping() -> dict:
+    """The cached parse of conf/network/nccl.yaml (read-only: callers must not change it)."""
     import yaml
 
-    return yaml.safe_load(PARAMS_FILE.read_text())
+    stat = PARAMS_FILE.stat()
+    key = (str(PARAMS_FILE), stat.st_mtime_ns, stat.st_size)
+    if key not in _FILE_CACHE:
+        if len(_FILE_CACHE) >= _CACHE_KEEP:
+            _FILE_CACHE.clear()
+        _FILE_CACHE[key] = yaml.safe_load(PARAMS_FILE.read_text())
+    return _FILE_CACHE[key]
 
 
 def _mapping(value: Any, where: str) -> dict:
@@ -111,11 +137,23 @@ def nccl_spec(network_mapping: Any):
         raise SpecError(f"network.name={net.get('name')!r}: nccl_spec parses network=nccl only")
     gens = net.get("generations")
     if gens is None:
-        gens = default_mapping()["generations"]
-    gens = _mapping(gens, "network.generations")
+        gens = _file_mapping()["generations"]
     return NcclSpec(algorithm=str(net.get("algorithm") or "auto").lower(),
                     protocol=str(net.get("protocol") or "auto").lower(),
-                    generations=tuple(generation_spec(name, g) for name, g in gens.items()))
+                    generations=_generations(_mapping(gens, "network.generations")))
 
 
-__all__ = ["nccl_spec", "generation_spec", "default_mapping", "PARAMS_FILE"]
+def _generations(gens: dict) -> tuple:
+    import json
+
+    key = json.dumps(gens, sort_keys=True, default=repr)
+    hit = _GENERATIONS_CACHE.get(key)
+    if hit is None:
+        hit = tuple(generation_spec(name, g) for name, g in gens.items())
+        if len(_GENERATIONS_CACHE) >= _CACHE_KEEP:
+            _GENERATIONS_CACHE.clear()
+        _GENERATIONS_CACHE[key] = hit
+    return hit
+
+
+__all__ = ["nccl_spec", "generation_spec", "default_mapping", "clear_caches", "PARAMS_FILE"]
