@@ -144,6 +144,9 @@ class NetworkSchema:
     write_responses: Optional[bool] = None
     ocs_folds: Any = None
     ocs_multiplicity: Any = None
+    algorithm: Optional[str] = None  # nccl: auto | ring | tree | nvls | nvls_tree | collnet_* (NCCL_ALGO)
+    protocol: Optional[str] = None  # nccl: auto | ll | ll128 | simple (NCCL_PROTO)
+    generations: Any = None  # nccl: fitted parameters per system generation (pipelines.nccl_params)
 
 
 @schema("fabric")

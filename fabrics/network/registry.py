@@ -1,4 +1,4 @@
-"""The registry of network models (``network=analytical|flow|simlette``), one entry per model.
+"""The registry of network models (``network=analytical|flow|simlette|nccl``), one entry per model.
 
 An entry names the fabric families it runs on (``fabrics.spec.FAMILIES``) and a builder taking
 typed specs only: ``build(cluster: ClusterSpec, spec, world, topology) -> NetworkModel``. A pair
@@ -20,7 +20,7 @@ from typing import Callable
 from collectives.errors import SpecError
 from collectives.registry import Registry
 from fabrics.network.protocol import NetworkModel
-from fabrics.spec import PCIE, SCALEUP, ClusterSpec
+from fabrics.spec import GPU, PCIE, SCALEUP, ClusterSpec
 
 ANALYTICAL_MODELS = ("fabric", "single_level")
 
@@ -120,6 +120,14 @@ def _simlette(cluster: ClusterSpec, spec, world: int, topology=None) -> NetworkM
     from fabrics.network.simlette.build import build_simlette
 
     return build_simlette(cluster, spec, world=world, topology=topology)
+
+
+@register_network_model("nccl", families=(GPU,),
+                        summary="NCCL-like algorithm x protocol cost model (ring, tree, NVLS; LL, LL128, Simple)")
+def _nccl(cluster: ClusterSpec, spec, world: int, topology=None) -> NetworkModel:
+    from fabrics.network.nccl.model import build_nccl
+
+    return build_nccl(cluster, spec, world)
 
 
 __all__ = ["NETWORK_MODELS", "AnalyticalSpec", "FlowSpec", "register_network_model", "build_network_model",

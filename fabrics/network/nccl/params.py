@@ -1,0 +1,183 @@
+"""The parameters of the NCCL-like model as typed, frozen data (parsed from conf/network/nccl.yaml).
+
+The structure follows NCCL's own tuner (``src/graph/tuning.cc``): per algorithm and protocol a
+**base latency** (``baseLatencies``), per *transport* -- the kind of hop a step crosses -- a
+**per-hop latency** (``hwLatencies`` rows NVLINK / PCI / NET) and a **bandwidth efficiency** (the
+share of the transport's rate the algorithm/protocol reaches with all its channels; NCCL's
+``llMaxBw``, ``* .92`` and ``nvlsEfficiency`` refinements), plus **channels** per algorithm and the
+protocol's thread count and per-thread threshold that decide how many channels a small message
+uses (``enqueue.cc``: ``while (nBytes < nc * nt * threadThreshold) nc--``).
+
+Transports are rows keyed by name (``nvlink``, ``net``; a PCIe bus is one more row, ``pci``, with
+the same per-algorithm tables), so a new interconnect is data, not code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from collectives.errors import SpecError
+
+ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain")
+PROTOCOLS = ("ll", "ll128", "simple")
+# Point-to-point (all-to-all, AlltoAllv, send/recv) is priced with its own row ``p2p``: NCCL runs
+# them as grouped sends/receives outside the collective tuner.
+ROWS = ("ring", "tree", "nvls", "nvls_tree", "p2p")
+TRANSPORTS = ("nvlink", "pci", "net")
+# NCCL runs NVLS and NVLS-tree with the Simple protocol only (tuning.cc: `p != NCCL_PROTO_SIMPLE`).
+SIMPLE_ONLY = ("nvls", "nvls_tree")
+
+
+def _check_number(where: str, value, low: float, high: float | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise SpecError(f"{where}={value!r} must be a number")
+    if value < low or (high is not None and value > high):
+        rule = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise SpecError(f"{where}={value!r} must be {rule}")
+
+
+def _check_table(where: str, table: Mapping[str, Mapping[str, float]], low: float, high: float | None) -> None:
+    for row, per_proto in table.items():
+        if row not in ROWS:
+            raise SpecError(f"{where}.{row} is not an algorithm row; use one of: {', '.join(ROWS)}")
+        for proto, value in per_proto.items():
+            if proto not in PROTOCOLS:
+                raise SpecError(f"{where}.{row}.{proto} is not a protocol; use one of: {', '.join(PROTOCOLS)}")
+            if row in SIMPLE_ONLY and proto != "simple":
+                raise SpecError(f"{where}.{row}.{proto}: {row} runs the simple protocol only")
+            _check_number(f"{where}.{row}.{proto}", value, low, high)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProtocolShape:
+    """How a protocol fills channels: NCCL's max threads per channel and bytes per thread."""
+
+    threads: int  # device.h: NCCL_LL_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512
+    thread_threshold_bytes: int  # comm.h: NCCL_{LL,LL128,SIMPLE}_THREAD_THRESHOLD 8, 8, 64
+
+    def __post_init__(self) -> None:
+        for name in ("threads", "thread_threshold_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpecError(f"network.generations.*.protocols.*.{name}={value!r} must be a whole number >= 1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Generation:
+    """One system generation's parameters (e.g. Hopper HGX NVSwitch, Blackwell NVL72)."""
+
+    name: str
+    accelerators: tuple[str, ...]  # accelerator names (conf/accelerator/<name>.yaml) this generation covers
+    channels: Mapping[str, int]  # row -> channels used at full size (NVLS: fixed, nvls.cc NVLS_NCHANNELS_*)
+    protocols: Mapping[str, ProtocolShape]
+    base_latency_s: Mapping[str, Mapping[str, float]]  # row -> protocol -> s (tuning.cc baseLatencies)
+    hop_latency_s: Mapping[str, Mapping[str, Mapping[str, float]]]  # transport -> row -> protocol -> s
+    efficiency: Mapping[str, Mapping[str, Mapping[str, float]]]  # transport -> row -> protocol -> share of rate
+    nvls_chunk_bytes: int = 131072  # nvls.cc: NCCL_NVLS_CHUNKSIZE default 128 KiB per channel
+    # chunks per channel an NVLS all-reduce moves before its reduce and broadcast halves overlap
+    # (the pipeline's fill, see cost.nvls_bytes); fitted
+    nvls_overlap_chunks: float = 1.0
+    p2p_ll_threshold_bytes: int = 16384  # enqueue.cc: NCCL_P2P_LL_THRESHOLD (LL below, Simple above)
+    ring_ll_threshold_per_rank: bool = True  # tuning.cc: ring LL thread threshold *= nRanks
+    fitted: tuple[str, ...] = field(default=(), compare=False)  # parameter paths set by pipelines.fit_nccl
+
+    def __post_init__(self) -> None:
+        where = f"network.generations.{self.name}"
+        if not self.accelerators:
+            raise SpecError(f"{where}.accelerators is empty; list the accelerators (e.g. [h100, h200])")
+        for row, n in self.channels.items():
+            if row not in ROWS:
+                raise SpecError(f"{where}.channels.{row} is not an algorithm row; use one of: {', '.join(ROWS)}")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise SpecError(f"{where}.channels.{row}={n!r} must be a whole number >= 1")
+        for proto in PROTOCOLS:
+            if proto not in self.protocols:
+                raise SpecError(f"{where}.protocols.{proto} is missing (threads, thread_threshold_bytes)")
+        _check_table(f"{where}.base_latency", self.base_latency_s, 0.0, 1e-3)
+        for table_name, table, low, high in (("hop_latency", self.hop_latency_s, 0.0, 1e-3),
+                                             ("efficiency", self.efficiency, 0.0, 1.0)):
+            for transport, rows in table.items():
+                if transport not in TRANSPORTS:
+                    raise SpecError(f"{where}.{table_name}.{transport} is not a transport; use one of: "
+                                    f"{', '.join(TRANSPORTS)}")
+                _check_table(f"{where}.{table_name}.{transport}", rows, low, high)
+        _check_number(f"{where}.nvls_overlap_chunks", self.nvls_overlap_chunks, 0.0, 64.0)
+        for name in ("nvls_chunk_bytes", "p2p_ll_threshold_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpecError(f"{where}.{name}={value!r} must be a whole number of bytes >= 1")
+
+    # -- lookups (one line when a row is missing) ---------------------------------------------
+    def base(self, row: str, proto: str) -> float:
+        return _lookup(self.base_latency_s, (row, proto), f"network.generations.{self.name}.base_latency")
+
+    def hop(self, transport: str, row: str, proto: str) -> float:
+        return _lookup(self.hop_latency_s, (transport, row, proto), f"network.generations.{self.name}.hop_latency")
+
+    def eff(self, transport: str, row: str, proto: str) -> float:
+        return _lookup(self.efficiency, (transport, row, proto), f"network.generations.{self.name}.efficiency")
+
+    def has(self, transport: str, row: str, proto: str) -> bool:
+        return proto in self.efficiency.get(transport, {}).get(row, {}) and \
+            proto in self.hop_latency_s.get(transport, {}).get(row, {})
+
+    def channel_count(self, row: str) -> int:
+        return _lookup(self.channels, (row,), f"network.generations.{self.name}.channels")
+
+
+def _lookup(table, path: tuple[str, ...], where: str):
+    node = table
+    try:
+        for key in path:
+            node = node[key]
+        return node
+    except KeyError:
+        node = table
+        for i, key in enumerate(path):
+            if key not in node:
+                raise SpecError(f"{where}.{'.'.join(path[:i + 1])} is missing from conf/network/nccl.yaml; "
+                                "add it or choose another algorithm/protocol") from None
+            node = node[key]
+        raise
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NcclSpec:
+    """``network=nccl``: the forced choice (NCCL_ALGO / NCCL_PROTO) and the generations' parameters."""
+
+    algorithm: str = "auto"  # auto | one of ALGORITHMS
+    protocol: str = "auto"  # auto | one of PROTOCOLS
+    generations: tuple[Generation, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.algorithm != "auto" and self.algorithm not in ALGORITHMS:
+            raise SpecError(f"network.algorithm={self.algorithm!r} is unknown; choose auto or one of: "
+                            f"{', '.join(ALGORITHMS)}")
+        if self.protocol != "auto" and self.protocol not in PROTOCOLS:
+            raise SpecError(f"network.protocol={self.protocol!r} is unknown; choose auto or one of: "
+                            f"{', '.join(PROTOCOLS)}")
+        if self.algorithm in SIMPLE_ONLY and self.protocol not in ("auto", "simple"):
+            raise SpecError(f"network.algorithm={self.algorithm} runs the simple protocol only, not "
+                            f"network.protocol={self.protocol}; use network.protocol=simple or auto")
+        if not self.generations:
+            raise SpecError("network.generations is empty; conf/network/nccl.yaml must list at least one")
+        seen: dict[str, str] = {}
+        for gen in self.generations:
+            for acc in gen.accelerators:
+                if acc in seen:
+                    raise SpecError(f"accelerator {acc} is listed by two generations ({seen[acc]}, {gen.name}) "
+                                    "in network.generations; list it once")
+                seen[acc] = gen.name
+
+    def generation_for(self, accelerator: str) -> Generation:
+        """The generation whose ``accelerators`` list names ``accelerator`` (one line when none does)."""
+        for gen in self.generations:
+            if accelerator in gen.accelerators:
+                return gen
+        known = ", ".join(a for g in self.generations for a in g.accelerators)
+        raise SpecError(f"network=nccl has no parameters for accelerator {accelerator}; known: {known} "
+                        "(add it to a generation's accelerators in conf/network/nccl.yaml)")
+
+
+__all__ = ["ALGORITHMS", "PROTOCOLS", "ROWS", "TRANSPORTS", "SIMPLE_ONLY", "ProtocolShape", "Generation", "NcclSpec"]

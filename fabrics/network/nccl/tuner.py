@@ -1,0 +1,89 @@
+"""The algorithm/protocol choice: least predicted time, as NCCL's tuner picks (enqueue.cc,
+``topoGetAlgoInfo``: the first (algorithm, protocol) of minimal time in NCCL's loop order), with a
+forced algorithm / protocol (``network.algorithm`` / ``network.protocol`` = NCCL_ALGO / NCCL_PROTO).
+
+A forced algorithm the fabric lacks is refused when the model is built (``check_forced``). A forced
+algorithm applies to the calls it can run; a call it cannot run (an all-gather under
+``algorithm=tree``, a group inside one node under ``algorithm=nvls_tree``) takes the automatic
+choice, as ``NCCL_ALGO="allreduce:tree"`` leaves the other functions to the tuner.
+"""
+
+from __future__ import annotations
+
+from collectives.errors import SpecError
+from fabrics.network.nccl import cost
+from fabrics.network.nccl.cost import Estimate, Links, Placement
+from fabrics.network.nccl.params import PROTOCOLS, SIMPLE_ONLY, Generation, NcclSpec
+
+# NCCL's loop order (nccl.h: Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree); ties keep the first.
+ORDER = ("tree", "ring", "nvls", "nvls_tree")
+P2P_COLLECTIVES = ("alltoall", "alltoallv", "sendrecv")
+
+
+def check_forced(spec: NcclSpec, *, nodes: int, nvls: bool, fabric: str) -> None:
+    """One line when the forced algorithm cannot run on this fabric at all."""
+    algo = spec.algorithm
+    if algo.startswith("collnet"):
+        raise SpecError(f"network.algorithm={algo} needs in-network reduction in the scale-out switches "
+                        f"(CollNet/SHARP), which fabric={fabric} does not model; use ring, tree, nvls_tree or auto")
+    if algo in ("nvls", "nvls_tree") and not nvls:
+        raise SpecError(f"network.algorithm={algo} needs NVLink SHARP (in-switch reduction) but the NVSwitches "
+                        f"of fabric={fabric} have none (accelerator nvls: false); use ring or auto")
+    if algo in ("tree", "nvls_tree") and nodes < 2:
+        raise SpecError(f"network.algorithm={algo} runs between nodes but fabric={fabric} is one node; "
+                        "use ring, nvls or auto (or fabric=gpu_cluster with nodes >= 2)")
+
+
+def candidates(gen: Generation, links: Links, place: Placement, collective: str) -> list[tuple[str, str]]:
+    """(algorithm, protocol) pairs NCCL would consider for this call (tuning.cc's enable rules)."""
+    m, n = place.nodes, place.ranks
+    rows = ["ring"]
+    if collective == "allreduce":
+        if m > 1:
+            rows += ["tree"]
+            if links.nvls and place.per_node > 1:
+                rows += ["nvls_tree"]
+        elif links.nvls and n > 1:
+            rows += ["nvls"]
+    elif collective in ("allgather", "reducescatter") and links.nvls and m == 1 and n > 1:
+        rows += ["nvls"]  # NCCL disables NVLS all-gather / reduce-scatter across nodes without CollNet
+    transports = {links.intra_transport} if m == 1 else {links.intra_transport, "net"}
+    out = []
+    for row in sorted(rows, key=ORDER.index):
+        for proto in (("simple",) if row in SIMPLE_ONLY else PROTOCOLS):
+            if all(gen.has(t, row, proto) for t in transports if t != links.intra_transport or place.per_node > 1):
+                out.append((row, proto))
+    return out
+
+
+def choose(gen: Generation, links: Links, place: Placement, collective: str, size_bytes: int, *,
+           algorithm: str = "auto", protocol: str = "auto") -> Estimate:
+    """The estimate NCCL's tuner would run: the least predicted time among the allowed pairs."""
+    pairs = candidates(gen, links, place, collective)
+    if algorithm != "auto":
+        pairs = [p for p in pairs if p[0] == algorithm] or pairs
+    if protocol != "auto":
+        pairs = [p for p in pairs if p[1] == protocol] or pairs
+    if not pairs:
+        raise SpecError(f"network=nccl: no algorithm of generation {gen.name} runs {collective} on "
+                        f"{place.ranks} ranks over {place.nodes} node(s); add its rows to conf/network/nccl.yaml")
+    best: Estimate | None = None
+    for row, proto in pairs:
+        est = cost.COLLECTIVE_ALGORITHMS[row](gen, links, place, collective, proto, size_bytes)
+        if best is None or est.time_s < best.time_s:
+            best = est
+    assert best is not None
+    return best
+
+
+def p2p_protocol(gen: Generation, per_peer_bytes: float, protocol: str) -> str:
+    """LL for small point-to-point messages (enqueue.cc: NCCL_P2P_LL_THRESHOLD), Simple otherwise;
+    a forced protocol wins (LL128 is not used for point-to-point: Simple)."""
+    if protocol in ("ll", "simple"):
+        return protocol
+    if protocol == "ll128":
+        return "simple"
+    return "ll" if per_peer_bytes <= gen.p2p_ll_threshold_bytes else "simple"
+
+
+__all__ = ["ORDER", "P2P_COLLECTIVES", "check_forced", "candidates", "choose", "p2p_protocol"]

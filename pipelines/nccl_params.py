@@ -1,0 +1,159 @@
+"""``network=nccl`` config -> ``NcclSpec`` (the one place its units and keys are parsed).
+
+``nccl_spec(network_mapping)`` takes the ``network`` group (conf/network/nccl.yaml, with any
+``network.algorithm=...`` / ``network.protocol=...`` override) and returns the frozen spec. A
+mapping without ``generations`` takes them from conf/network/nccl.yaml. Times are strings with a
+unit (``0.6us``) or numbers in seconds; every error is one line naming the key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from collectives.errors import SpecError
+from pipelines.specs import plain
+from pipelines.units import parse_time
+
+PARAMS_FILE = Path(__file__).resolve().parent.parent / "conf" / "network" / "nccl.yaml"
+TOP_KEYS = ("name", "algorithm", "protocol", "generations")
+GENERATION_KEYS = ("accelerators", "channels", "protocols", "nvls_chunk_bytes", "nvls_overlap_chunks",
+                   "p2p_ll_threshold_bytes",
+                   "base_latency", "hop_latency", "efficiency")
+
+
+# Explicit keyed caches (safe to clear): the parameter file by (mtime, size), parsed generations by their
+# canonical JSON text -- a decode point builds its network model once per run, and YAML parsing would
+# otherwise dominate it.
+_FILE_CACHE: dict[tuple, dict] = {}
+_GENERATIONS_CACHE: dict[str, tuple] = {}
+_CACHE_KEEP = 8
+
+
+def clear_caches() -> None:
+    _FILE_CACHE.clear()
+    _GENERATIONS_CACHE.clear()
+
+
+def default_mapping() -> dict:
+    """conf/network/nccl.yaml as a plain mapping (a fresh copy)."""
+    import copy
+
+    return copy.deepcopy(_file_mapping())
+
+
+def _file_mapping() -> dict:
+    """The cached parse of conf/network/nccl.yaml (read-only: callers must not change it)."""
+    import yaml
+
+    stat = PARAMS_FILE.stat()
+    key = (str(PARAMS_FILE), stat.st_mtime_ns, stat.st_size)
+    if key not in _FILE_CACHE:
+        if len(_FILE_CACHE) >= _CACHE_KEEP:
+            _FILE_CACHE.clear()
+        _FILE_CACHE[key] = yaml.safe_load(PARAMS_FILE.read_text())
+    return _FILE_CACHE[key]
+
+
+def _mapping(value: Any, where: str) -> dict:
+    if not isinstance(value, Mapping):
+        raise SpecError(f"{where} must be a mapping, got {type(value).__name__} {value!r}")
+    return {str(k): v for k, v in value.items()}
+
+
+def _unknown(d: Mapping, allowed: tuple[str, ...], where: str) -> None:
+    extra = sorted(set(d) - set(allowed))
+    if extra:
+        raise SpecError(f"{where}.{extra[0]} is not a known key; known keys: {', '.join(allowed)}")
+
+
+def _table(value: Any, where: str, convert) -> dict:
+    """row -> protocol -> converted value."""
+    return {row: {proto: convert(v, f"{where}.{row}.{proto}") for proto, v in _mapping(per, f"{where}.{row}").items()}
+            for row, per in _mapping(value, where).items()}
+
+
+def _time(value: Any, where: str) -> float:
+    if isinstance(value, bool):
+        raise SpecError(f"{where}={value!r} must be a time such as 0.6us")
+    return float(value) if isinstance(value, (int, float)) else parse_time(value, where)
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(f"{where}={value!r} must be a number")
+    return float(value)
+
+
+def _whole(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(f"{where}={value!r} must be a whole number")
+    return value
+
+
+def generation_spec(name: str, d: Mapping[str, Any]):
+    from fabrics.network.nccl.params import Generation, ProtocolShape
+
+    where = f"network.generations.{name}"
+    d = _mapping(d, where)
+    _unknown(d, GENERATION_KEYS, where)
+    for key in ("accelerators", "channels", "protocols", "base_latency", "hop_latency", "efficiency"):
+        if key not in d:
+            raise SpecError(f"{where}.{key} is missing (see conf/network/nccl.yaml)")
+    accs = d["accelerators"]
+    if not isinstance(accs, (list, tuple)) or not all(isinstance(a, str) for a in accs):
+        raise SpecError(f"{where}.accelerators={accs!r} must be a list of accelerator names")
+    protocols = {}
+    for proto, shape in _mapping(d["protocols"], f"{where}.protocols").items():
+        shape = _mapping(shape, f"{where}.protocols.{proto}")
+        _unknown(shape, ("threads", "thread_threshold_bytes"), f"{where}.protocols.{proto}")
+        protocols[proto] = ProtocolShape(**{k: _whole(v, f"{where}.protocols.{proto}.{k}") for k, v in shape.items()})
+    kw = {}
+    for key in ("nvls_chunk_bytes", "p2p_ll_threshold_bytes"):
+        if key in d:
+            kw[key] = _whole(d[key], f"{where}.{key}")
+    if "nvls_overlap_chunks" in d:
+        kw["nvls_overlap_chunks"] = _number(d["nvls_overlap_chunks"], f"{where}.nvls_overlap_chunks")
+    return Generation(
+        name=name, accelerators=tuple(accs),
+        channels={k: _whole(v, f"{where}.channels.{k}") for k, v in _mapping(d["channels"], f"{where}.channels").items()},
+        protocols=protocols,
+        base_latency_s=_table(d["base_latency"], f"{where}.base_latency", _time),
+        hop_latency_s={t: _table(rows, f"{where}.hop_latency.{t}", _time)
+                       for t, rows in _mapping(d["hop_latency"], f"{where}.hop_latency").items()},
+        efficiency={t: _table(rows, f"{where}.efficiency.{t}", _number)
+                    for t, rows in _mapping(d["efficiency"], f"{where}.efficiency").items()},
+        **kw)
+
+
+def nccl_spec(network_mapping: Any):
+    """The ``network`` group of ``network=nccl`` as a validated ``fabrics.network.nccl.NcclSpec``."""
+    from fabrics.network.nccl.params import NcclSpec
+
+    net = _mapping(plain(network_mapping), "network")
+    net = {k: v for k, v in net.items() if not k.startswith("_")}
+    _unknown(net, TOP_KEYS, "network")
+    if net.get("name", "nccl") not in ("nccl", "auto"):  # auto: resolved to nccl on GPU fabrics
+        raise SpecError(f"network.name={net.get('name')!r}: nccl_spec parses network=nccl only")
+    gens = net.get("generations")
+    if gens is None:
+        gens = _file_mapping()["generations"]
+    return NcclSpec(algorithm=str(net.get("algorithm") or "auto").lower(),
+                    protocol=str(net.get("protocol") or "auto").lower(),
+                    generations=_generations(_mapping(gens, "network.generations")))
+
+
+def _generations(gens: dict) -> tuple:
+    import json
+
+    key = json.dumps(gens, sort_keys=True, default=repr)
+    hit = _GENERATIONS_CACHE.get(key)
+    if hit is None:
+        hit = tuple(generation_spec(name, g) for name, g in gens.items())
+        if len(_GENERATIONS_CACHE) >= _CACHE_KEEP:
+            _GENERATIONS_CACHE.clear()
+        _GENERATIONS_CACHE[key] = hit
+    return hit
+
+
+__all__ = ["nccl_spec", "generation_spec", "default_mapping", "clear_caches", "PARAMS_FILE"]

@@ -1,0 +1,145 @@
+"""network=nccl against its calibration set (conf/measurements/nccl_allreduce.yaml = sections 1-2 of
+../shared/reference/gpu-measurements.md): (a) the committed parameters are what the fit produces,
+(b) the acceptance bounds, priced through the registered model on ClusterSpec(NvSwitchDomain)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+
+import pytest
+import yaml
+
+from fabrics.network.protocol import CollectiveCall, DemandEntry
+from fabrics.network.registry import build_network_model
+from fabrics.nvswitch import NvSwitchDomain
+from fabrics.spec import ClusterSpec
+from pipelines import fit_nccl
+from pipelines.nccl_params import PARAMS_FILE, default_mapping, nccl_spec
+
+KiB, MiB, GiB = 2**10, 2**20, 2**30
+ROWS = fit_nccl.load_rows()
+SPEC = nccl_spec(default_mapping())  # the committed parameters, as a user's run loads them
+
+
+@lru_cache(maxsize=None)
+def model(accelerator: str, gpus: int, nvls: bool, algorithm: str):
+    acc = yaml.safe_load((fit_nccl.ACCELERATORS / f"{accelerator}.yaml").read_text())
+    node = NvSwitchDomain(name=accelerator, gpus=gpus, max_gpus=acc["nvlink_domain_max"], nvlink_ports=acc["nvlink_ports"],
+                          nvlink_rate_Bps=acc["nvlink_rate_Bps"], nvls=nvls)
+    cluster = ClusterSpec(name="nvswitch", nodes=1, node=node)
+    return build_network_model("nccl", cluster, replace(SPEC, algorithm=algorithm), gpus)
+
+
+def run(row: fit_nccl.Row, *, algorithm: str | None = None):
+    """(time_s, schedule) of one row through the NetworkModel protocol."""
+    m = model(row.accelerator, row.gpus, row.nvls, algorithm or row.algorithm)
+    demand = (DemandEntry(region="r", axis="tp", collective=row.collective, groups=1, ranks=row.gpus, calls_per_step=1,
+                          payload_bytes=row.size_bytes),)
+    m.prepare(demand, row.gpus)
+    m.register(CollectiveCall(call_id=0, region="r", axis="tp", collective=row.collective,
+                              groups=(tuple(range(row.gpus)),), payload_bytes=row.size_bytes), 0.0)
+    (done,) = m.advance()
+    assert done.parts["latency_s"] + done.parts["bandwidth_s"] == pytest.approx(done.end_s)
+    return done.end_s, done.schedule
+
+
+def timed(table: str, *, low: int = 0, high: int = 2**62):
+    return [r for r in ROWS if r.table == table and r.time_s is not None and low <= r.size_bytes <= high]
+
+
+def errors(rows):
+    return {(r.table, r.gpus, r.size_bytes): run(r)[0] / r.time_s - 1 for r in rows}
+
+
+def _number(text) -> float:
+    return float(str(text).removesuffix("us"))
+
+
+def test_fit_reproduces_committed_parameters():
+    """Re-run the fit: every committed '# fitted' / '# tied' value is what it writes (to the 4 digits
+    written; a last-digit tolerance for floating-point differences between machines)."""
+    committed = yaml.safe_load(PARAMS_FILE.read_text())["generations"]
+    written = fit_nccl.written_values(fit_nccl.fit_all())
+    assert len(written) == 2 * 16
+    for key, text in written.items():
+        node = committed
+        for part in key:
+            node = node[part]
+        assert _number(node) == pytest.approx(_number(text), rel=1e-3, abs=1e-4), key
+    # and writing them changes nothing else in the file
+    text = PARAMS_FILE.read_text()
+    assert yaml.safe_load(fit_nccl.rewrite_yaml(text, written)).keys() == yaml.safe_load(text).keys()
+
+
+def test_h200_default_choice_within_20_percent_from_32k_to_16g():
+    rows = timed("h200_default", low=32 * KiB)
+    assert len(rows) == 20
+    bad = {k: e for k, e in errors(rows).items() if abs(e) > 0.20}
+    assert not bad
+
+
+# H100 (NCCL 2.18.5) and H200 (NCCL 2.20.5) NVLS tables disagree by ~35 % at 64-512 KiB on the same
+# NVLink4 / NVSwitch hardware (42 vs 31 us); one parameter set per hardware generation lands in the
+# middle. These rows are the documented misses (docs/nccl.md); they must stay within 25 %.
+NVLS_FORCED_MISSES = {("h100_nvls_forced", 8, 64 * KiB), ("h100_nvls_forced", 8, 128 * KiB),
+                      ("h100_nvls_forced", 8, 256 * KiB)}
+
+
+@pytest.mark.parametrize("table", ["h100_nvls_forced", "h200_nvls_forced"])
+def test_nvls_forced_within_20_percent_from_32k(table):
+    rows = timed(table, low=32 * KiB)
+    assert len(rows) == 19
+    errs = errors(rows)
+    assert all(run(r)[1] == "nvls/simple" for r in rows)
+    assert {k for k, e in errs.items() if abs(e) > 0.20} <= NVLS_FORCED_MISSES
+    assert all(abs(errs[k]) <= 0.25 for k in errs if k in NVLS_FORCED_MISSES)
+
+
+def test_busbw_8_to_16_gib_within_10_percent():
+    rows = [r for r in ROWS if r.time_s is not None and r.accelerator in ("h100", "h200") and r.gpus == 8
+            and 8 * GiB <= r.size_bytes <= 16 * GiB and not r.table.startswith("h200_8g_by_gpus")]
+    assert len(rows) == 8  # default 8G, 16G; 16G NVLS / NVLS off / all-gather / reduce-scatter; forced 8G x 2
+    bad = {k: e for k, e in errors(rows).items() if abs(e) > 0.10}
+    assert not bad
+
+
+def test_gpu_count_scaling_within_10_percent():
+    """NVLS's gain over ring grows with the GPU count (its bytes per GPU are S(n+1)/n against ring's
+    2S(n-1)/n); at 4 GPUs the two tie ('4: 363.3 / 363.3 (ring chosen)': within 2 % here, so which one
+    the tuner takes is a coin toss the model does not claim to call)."""
+    rows = timed("h200_8g_by_gpus_nvls") + timed("h200_8g_by_gpus_nvls_off")
+    assert len(rows) == 10
+    assert all(abs(e) <= 0.10 for e in errors(rows).values())
+    for r in rows:
+        if not r.nvls:
+            assert run(r)[1] == "ring/simple"
+            continue
+        t_ring, t_nvls = run(r, algorithm="ring")[0], run(r, algorithm="nvls")[0]
+        if r.gpus == 4:
+            assert abs(t_nvls / t_ring - 1) < 0.02
+        else:
+            assert t_nvls < 0.95 * t_ring and run(r)[1] == "nvls/simple"
+
+
+def test_gb300_nvl72_within_25_percent():
+    rows = timed("gb300_4gpu") + timed("gb300_8gpu") + timed("gb300_64gpu")
+    assert len(rows) == 23
+    bad = {k: e for k, e in errors(rows).items() if abs(e) > 0.25}
+    assert not bad
+
+
+def test_nccl_debug_choice_statement():
+    """'Ring/LL up to 1 MiB, NVLS/Simple from 2 MiB': met up to 1 MiB and from 32 MiB. Between, the model
+    prefers ring (LL at 2 MiB, LL128 at 8-16 MiB): NCCL's choice is within 20 % (the time tolerance) of the
+    model's own pick there (docs/nccl.md: NVLS's pipeline fill, LL128 uncalibrated)."""
+    choices = [r for r in ROWS if r.table == "h200_choice"]
+    assert len(choices) == 20
+    for r in choices:
+        t_model, schedule = run(r)
+        if r.size_bytes <= 1 * MiB or r.size_bytes >= 32 * MiB:
+            assert schedule == r.choice, (r.size_bytes, schedule)
+        else:
+            algo = r.choice.partition("/")[0]
+            t_nccl, schedule_nccl = run(r, algorithm=algo)
+            assert schedule_nccl == r.choice and t_nccl <= 1.20 * t_model
