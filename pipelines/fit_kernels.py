@@ -195,7 +195,7 @@ def plot(path: Path, data: dict, accs: dict, fields: dict, rows: list[Residual])
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 5))
     sizes = np.logspace(4, 10, 200)
     for name, color in (("h100", "tab:blue"), ("h200", "tab:green"), ("b200", "tab:red")):
         f, peak = fields[name], accs[name]["hbm_bandwidth_Bps"]
@@ -213,14 +213,15 @@ def plot(path: Path, data: dict, accs: dict, fields: dict, rows: list[Residual])
     ax.set(xscale="log", xlabel="bytes moved by one kernel", ylabel="fraction of peak HBM bandwidth",
            title="HBM: latency + bytes / (eta_D W); measured: o stream, s D.3", ylim=(0, 1))
     ax.legend(fontsize=8)
-    gemm = [r for r in rows if r.quantity == "TFLOP/s"]
-    lim = [0, max(r.measured for r in gemm) * 1.1]
-    bx.plot(lim, lim, color="grey", lw=0.8)
-    for r in gemm:
-        bx.plot(r.measured, r.predicted, "o")
-        bx.annotate(f"{r.accelerator} {r.kernel.split()[1]}", (r.measured, r.predicted), fontsize=7,
-                    xytext=(3, -8), textcoords="offset points")
-    bx.set(xlabel="measured TFLOP/s", ylabel="predicted TFLOP/s", title="large GEMMs by precision")
+    labels = [f"{r.accelerator} {r.kernel}" + ("" if r.fitted else " (check)") for r in rows]
+    errors = [r.error * 100 for r in rows]
+    colors = ["tab:grey" if not r.fitted else "tab:purple" if r.quantity == "TFLOP/s" else "tab:orange"
+              for r in rows]
+    bx.barh(range(len(rows)), errors, color=colors)
+    bx.set_yticks(range(len(rows)), labels, fontsize=7)
+    bx.invert_yaxis()
+    bx.axvline(0, color="black", lw=0.8)
+    bx.set(xlabel="predicted / measured - 1 (%)", title="residuals: HBM and D.3 (orange), GEMM (purple)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, metadata={"Software": None})
