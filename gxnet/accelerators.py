@@ -73,6 +73,15 @@ class AcceleratorSpec:
     # PSU losses), W. None: not given (deployments then report no power with a note).
     board_power_W: float | None = None
     host_power_W: float | None = None
+    # Measured kernel model of today's GPUs (gxnet.kernels; fitted by pipelines.fit_kernels to the
+    # calibration set, None: not fitted -- projected hardware keeps the paper's roofline):
+    # per-kernel latency (the kernel floor), achievable fraction of hbm_bandwidth_Bps for large
+    # streams, and achievable fraction of each tensor-core peak for large GEMMs.
+    kernel_latency_s: float | None = None
+    hbm_efficiency: float | None = None
+    gemm_efficiency_bf16: float | None = None
+    gemm_efficiency_fp8: float | None = None
+    gemm_efficiency_fp4: float | None = None
 
     def __post_init__(self) -> None:
         for f in ("peak_flops", "hbm_bytes", "hbm_bandwidth_Bps", "scaleup_ports", "port_rate_Bps"):
@@ -91,6 +100,12 @@ class AcceleratorSpec:
         if (self.nvlink_ports > 0) != (self.nvlink_rate_Bps > 0) or (self.nvlink_ports > 0) != (self.nvlink_domain_max > 0):
             raise SpecError(f"accelerator {self.name}: give nvlink_ports, nvlink_rate_Bps and nvlink_domain_max "
                             "together (all > 0 for an NVLink GPU, all 0 without NVLink)")
+        if self.kernel_latency_s is not None and not self.kernel_latency_s >= 0:
+            raise SpecError(f"accelerator {self.name}: kernel_latency_s={self.kernel_latency_s!r} must be >= 0")
+        for f in ("hbm_efficiency", "gemm_efficiency_bf16", "gemm_efficiency_fp8", "gemm_efficiency_fp4"):
+            value = getattr(self, f)
+            if value is not None and not 0 < value <= 1:
+                raise SpecError(f"accelerator {self.name}: {f}={value!r} must lie in (0, 1] (or be absent)")
         if self.efficiency_basis not in EFFICIENCY_BASES:
             raise SpecError(
                 f"accelerator {self.name}: efficiency_basis={self.efficiency_basis!r}; choose one of "
@@ -119,6 +134,8 @@ _OPTIONAL_NUM_FIELDS = {
     "peak_flops_bf16": float, "peak_flops_fp8": float, "peak_flops_fp4": float,
     "nvlink_ports": int, "nvlink_rate_Bps": float, "nvlink_domain_max": int, "gpus_per_tray": int,
     "board_power_W": float, "host_power_W": float,
+    "kernel_latency_s": float, "hbm_efficiency": float, "gemm_efficiency_bf16": float,
+    "gemm_efficiency_fp8": float, "gemm_efficiency_fp4": float,
 }
 
 

@@ -90,7 +90,7 @@ def apply_calibration(plan: ExecutionPlan, table: CalibrationTable) -> Execution
                         raise SpecError(f"calibration table has no entry for kernel {e.name} ({e.kernel}) of track "
                                         f"{track}; rerun pipelines.calibrate for this deployment")
                     durs.append(table.durations_s[key])
-                e = replace(e, durations_s=tuple(durs))
+                e = replace(e, durations_s=tuple(durs), floor_s=())  # measured: the whole duration
             entries.append(e)
         sections.append(replace(sec, entries=tuple(entries)))
     return replace(plan, sections=tuple(sections))

@@ -33,6 +33,7 @@ class KernelSlot:
     region: str
     layer_kind: str
     index: int  # position of (time, flops, bytes) in the value vector
+    ops: int = 1  # graph operators fused into it (an eager engine launches each: gxnet.kernels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +95,8 @@ def compiled_program(model: ModelSpec, scheme: str, precision: PrecisionSpec,
                 slots.append(CollectiveSlot(first.name, first.region, first.attrs["axis"], first.op, len(exprs)))
                 exprs.append(first.attrs["payload_bytes"])
             else:
-                slots.append(KernelSlot(first.name, kernel, first.region, first.attrs.get("layer_kind", ""), len(exprs)))
+                slots.append(KernelSlot(first.name, kernel, first.region, first.attrs.get("layer_kind", ""), len(exprs),
+                                        len(nodes)))
                 exprs += [first.attrs["time_s"], first.attrs["kernel_flops"], first.attrs["kernel_bytes"]]
         sections.append(SectionProgram(sec.name, sec.repeat, tuple(slots)))
     weights, kv = _memory_exprs(g)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from collectives.errors import SpecError
 from gxnet.accelerators import AcceleratorSpec
+from gxnet.kernels import EngineSpec, kernel_model
 from gxnet.models import ModelSpec
 from gxnet.parallel import ParallelSpec, is_pow2
 from gxnet.precision import PrecisionSpec, precision_from_dict
@@ -28,6 +29,9 @@ class Deployment:
     batch: int
     context_tokens: int
     precision: PrecisionSpec = field(default_factory=PrecisionSpec)
+    # How kernels are launched (gxnet.kernels: cuda_graph | eager | persistent) with the accelerator's
+    # measured kernel model; None: the paper's roofline (B.3), as for RX00 and every paper analysis.
+    engine: EngineSpec | None = None
 
     def __post_init__(self) -> None:
         m, p = self.model, self.parallel
@@ -54,6 +58,8 @@ class Deployment:
         problem = split_violation(m, p)
         if problem:
             raise SpecError(problem)
+        if self.engine is not None:
+            kernel_model(self.accelerator, self.precision)  # raises if the accelerator has no fitted model
         from gxnet.memory import check_fits
 
         check_fits(self)

@@ -111,12 +111,13 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
     d = plan.deployment
     if prepare:
         network.prepare(plan.demand, d.world)
-    launch = d.accelerator.in_graph_launch_s
+    launch = d.accelerator.in_graph_launch_s if plan.window_launch_s is None else plan.window_launch_s
+    window_floor = plan.window_floor_s  # engines (gxnet.kernels): persistent kernels pay their floor per window
     n = len(plan.tracks)
     names = [t.name for t in plan.tracks]
     t = [0.0] * n
     opens_window = [True] * n
-    pending = [dict.fromkeys(("attention", "ffn", "fixed", "other"), 0.0) for _ in range(n)]
+    pending = [dict.fromkeys(("attention", "ffn", "fixed", "kernel_floor", "other"), 0.0) for _ in range(n)]
     breakdown = dict.fromkeys(plan.breakdown_keys, 0.0)
     calls: list[tuple] = []
     coll_time: dict[tuple[str, str, str], float] = {}
@@ -128,7 +129,8 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
 
     def settle(i: int) -> None:
         for k, v in pending[i].items():
-            breakdown[k] += v
+            if v:
+                breakdown[k] += v
         for p in pending:
             for k in p:
                 p[k] = 0.0
@@ -171,9 +173,10 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
                 for i in range(n):
                     if opens_window[i]:
                         if trace:
-                            events.append(TraceEvent(names[i], "launch", "compute", t[i], launch, _NO_ARGS))
-                        t[i] += launch
+                            events.append(TraceEvent(names[i], "launch", "compute", t[i], launch + window_floor, _NO_ARGS))
+                        t[i] += launch + window_floor
                         pending[i]["fixed"] += launch
+                        pending[i]["kernel_floor"] += window_floor
                         opens_window[i] = False
                     dur = e.durations_s[i]
                     if trace:
@@ -184,7 +187,9 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
                                                         "hbm_bytes": e.hbm_bytes[i], "section": sec.name}
                         events.append(TraceEvent(names[i], e.kernel, "compute", t[i], dur, args))
                     t[i] += dur
-                    pending[i][e.category] += dur
+                    floor = e.floor_s[i] if e.floor_s else 0.0
+                    pending[i][e.category] += dur - floor if floor else dur
+                    pending[i]["kernel_floor"] += floor
     step = max(t)
     settle(t.index(step))
     return StepResult(

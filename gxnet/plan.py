@@ -20,12 +20,15 @@ from fabrics.network.protocol import DemandEntry
 from gxnet.compile import CollectiveSlot, compiled_program
 from gxnet.demand import demand_from_values
 from gxnet.deployment import Deployment
+from gxnet.kernels import EngineTiming, engine_timing
 from gxnet.moe import MoeLoad, moe_load
 
 CATEGORY = {"attention": "attention", "ffn": "ffn", "embedding": "other", "lm_head": "other"}
 # breakdown of a step: kernels by category, collectives, in-graph launches (B.3); plans whose network
 # charges online planning (AlltoAllv on PCIe) add "planning" after "communication"
 BREAKDOWN_KEYS = ("attention", "ffn", "communication", "fixed", "other")
+# with an engine (gxnet.kernels) the per-kernel floor and gaps are reported apart from the kernels' work
+ENGINE_BREAKDOWN_KEYS = ("attention", "ffn", "communication", "fixed", "kernel_floor", "other")
 PLANNED_BREAKDOWN_KEYS = ("attention", "ffn", "communication", "planning", "fixed", "other")
 
 
@@ -45,6 +48,7 @@ class ComputeEntry:
     durations_s: tuple[float, ...]  # per track
     flops: tuple[float, ...]
     hbm_bytes: tuple[float, ...]
+    floor_s: tuple[float, ...] = ()  # per track, the part of durations_s that is kernel floor + gaps (engines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +79,8 @@ class ExecutionPlan:
     weights_bytes_per_rank: int
     kv_bytes_per_rank: int
     breakdown_keys: tuple[str, ...] = BREAKDOWN_KEYS
+    window_launch_s: float | None = None  # per execution window; None: the accelerator's in-graph launch (B.3)
+    window_floor_s: float = 0.0  # per execution window (persistent engine: the window is one kernel)
 
     @property
     def memory_bytes_per_rank(self) -> int:
@@ -132,6 +138,7 @@ def _build(d: Deployment) -> ExecutionPlan:
     tv = track_values(d, load)
     tracks = tuple(t for t, _ in tv)
     values = [v for _, v in tv]
+    timing = engine_timing(d.engine, d.accelerator, d.precision)
     sections = []
     for sec in prog.sections:
         entries = []
@@ -143,17 +150,29 @@ def _build(d: Deployment) -> ExecutionPlan:
                     slot.name, slot.region, slot.axis, slot.collective,
                     int(round(values[0][slot.index])), d.parallel.groups(slot.axis)))
             else:
-                i = slot.index
-                entries.append(ComputeEntry(
-                    slot.name, slot.kernel, slot.region, CATEGORY[slot.region],
-                    tuple(float(v[i]) for v in values), tuple(float(v[i + 1]) for v in values),
-                    tuple(float(v[i + 2]) for v in values)))
+                entries.append(_compute_entry(slot, values, timing))
         sections.append(PlanSection(sec.name, sec.repeat, tuple(entries)))
+    engine = {} if timing is None else dict(breakdown_keys=ENGINE_BREAKDOWN_KEYS,
+                                            window_launch_s=timing.window_launch_s,
+                                            window_floor_s=timing.window_floor_s)
     return ExecutionPlan(
         deployment=d, tracks=tracks, sections=tuple(sections),
         demand=demand_from_values(d, prog, values[0]), moe=load,
         weights_bytes_per_rank=int(round(values[0][prog.weights_index])),
-        kv_bytes_per_rank=int(round(values[0][prog.kv_index])))
+        kv_bytes_per_rank=int(round(values[0][prog.kv_index])), **engine)
+
+
+def _compute_entry(slot, values: list, timing: EngineTiming | None) -> ComputeEntry:
+    """One fused kernel per track: the roofline duration (B.3), or the engine's (gxnet.kernels)."""
+    i = slot.index
+    flops = tuple(float(v[i + 1]) for v in values)
+    nbytes = tuple(float(v[i + 2]) for v in values)
+    if timing is None:
+        return ComputeEntry(slot.name, slot.kernel, slot.region, CATEGORY[slot.region],
+                            tuple(float(v[i]) for v in values), flops, nbytes)
+    timed = [timing.entry_s(f, b, slot.ops) for f, b in zip(flops, nbytes)]
+    return ComputeEntry(slot.name, slot.kernel, slot.region, CATEGORY[slot.region], tuple(t for t, _ in timed),
+                        flops, nbytes, floor_s=tuple(fl for _, fl in timed))
 
 
 @lru_cache(maxsize=4096)

@@ -104,6 +104,22 @@ class AcceleratorSchema:
     gpus_per_tray: Optional[int] = None
     board_power_W: Optional[float] = None
     host_power_W: Optional[float] = None
+    kernel_latency_s: Optional[float] = None
+    hbm_efficiency: Optional[float] = None
+    gemm_efficiency_bf16: Optional[float] = None
+    gemm_efficiency_fp8: Optional[float] = None
+    gemm_efficiency_fp4: Optional[float] = None
+
+
+@schema("engine")
+@dataclass
+class EngineSchema:
+    """conf/engine/*.yaml (gxnet.kernels.EngineSpec): auto | roofline | cuda_graph | eager | persistent."""
+
+    name: str = "auto"
+    fusion: Optional[str] = None  # op | kernel | window
+    kernel_gap: Any = None  # a time, or kernel_launch | in_graph_launch (the accelerator's)
+    window_launch: Any = None
 
 
 @schema("parallel")
@@ -221,10 +237,12 @@ _RATE = ("link_rate", "fabric.link_rate", "accelerator.hbm_bandwidth_Bps", "acce
 _TIME = ("hop_latency", "activation_overhead", "predict.activation_overhead", "fabric.hop_latency",
          "fabric.ocs_pass_through", "fabric.cable_latency", "fabric.level2_cable_latency", "fabric.switch_core",
          "fabric.activation_overhead", "fabric.planning_cost_per_activation",
-         "accelerator.kernel_launch_s", "accelerator.in_graph_launch_s")
+         "accelerator.kernel_launch_s", "accelerator.in_graph_launch_s", "accelerator.kernel_latency_s",
+         "engine.kernel_gap", "engine.window_launch")
 _TIMEOUT = ("timeout", "startup_timeout", "scheduler.time_limit_s")
 _FRACTION = ("search.within", "scheduler.reuse_floor", "scheduler.gap_tolerance", "accelerator.eta_memory.values",
-             "accelerator.eta_compute.values")
+             "accelerator.eta_compute.values", "accelerator.hbm_efficiency", "accelerator.gemm_efficiency_bf16",
+             "accelerator.gemm_efficiency_fp8", "accelerator.gemm_efficiency_fp4")
 _POSITIVE = ("accelerator.board_power_W", "accelerator.host_power_W",
              "platform.network.oversubscription", "routing.zipf_s", "routing.capacity_factor",
              "accelerator.eta_memory.upper", "accelerator.eta_compute.upper", "scheduler.k_target_per_rank")
@@ -242,6 +260,8 @@ FIELD_KINDS: dict[str, str] = {
 FIELD_WORDS: dict[str, frozenset] = {
     "max_kernel_bytes": frozenset({"auto"}), "predict.nodes": frozenset({"auto"}),
     "network.buffer": frozenset({"unlimited"}),
+    "engine.kernel_gap": frozenset({"kernel_launch", "in_graph_launch"}),
+    "engine.window_launch": frozenset({"kernel_launch", "in_graph_launch"}),
 }
 
 

@@ -6,6 +6,7 @@ validated frozen specs from the core rooms; invalid values raise ``SpecError``.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from collectives.errors import SpecError
@@ -67,12 +68,49 @@ def parallel_spec(cfg: Any):
     return ParallelSpec(**par)
 
 
+# Fabric family "gpu" (fabrics.spec.ClusterSpec): where ``engine=auto`` means CUDA-graph replay.
+GPU_FABRICS = ("nvswitch", "gpu_cluster")
+ENGINE_DIR = Path(__file__).resolve().parent.parent / "conf" / "engine"
+
+
+def engine_name(cfg: Any) -> str:
+    """The engine that runs: ``cfg.engine.name`` with ``auto`` resolved -- ``cuda_graph`` on GPU
+    fabrics, ``roofline`` (paper 003, B.3) elsewhere and where the config has no engine group."""
+    node = cfg.get("engine") if hasattr(cfg, "get") else None
+    name = str((plain(node) or {}).get("name") or "auto") if node is not None else "roofline"
+    if name != "auto":
+        return name
+    fabric = cfg.get("fabric") if hasattr(cfg, "get") else None
+    return "cuda_graph" if (plain(fabric) or {}).get("name") in GPU_FABRICS else "roofline"
+
+
+def engine_spec(cfg: Any, accelerator):
+    """``cfg.engine`` as an ``EngineSpec`` (gxnet.kernels), or None for the paper's roofline."""
+    from gxnet.kernels import engine_from_dict
+
+    name = engine_name(cfg)
+    if name == "roofline":
+        return None
+    node = dict(plain(cfg.get("engine")) or {}) if cfg.get("engine") is not None else {}
+    if node.get("name") != name:  # auto resolved: the profile of the engine it names
+        path = ENGINE_DIR / f"{name}.yaml"
+        import yaml
+
+        node = yaml.safe_load(path.read_text())
+    for key in ("kernel_gap", "window_launch"):
+        if isinstance(node.get(key), str) and node[key] not in ("kernel_launch", "in_graph_launch"):
+            node[key] = KINDS["time_s"].check(node[key], f"engine.{key}")
+    return engine_from_dict(node, accelerator)
+
+
 def deployment_spec(cfg: Any, *, batch: int | None = None, parallel=None):
     from gxnet.deployment import Deployment
 
+    accelerator = accelerator_spec(cfg)
     kwargs = dict(
         model=model_spec(cfg),
-        accelerator=accelerator_spec(cfg),
+        accelerator=accelerator,
+        engine=engine_spec(cfg, accelerator),
         world=positive_int(cfg["world"], "world"),
         parallel=parallel if parallel is not None else parallel_spec(cfg),
         batch=batch if batch is not None else positive_int(cfg["batch"], "batch"),
@@ -88,5 +126,5 @@ def deployment_spec(cfg: Any, *, batch: int | None = None, parallel=None):
 
 __all__ = [
     "plain", "model_spec", "accelerator_spec", "parallel_spec", "deployment_spec",
-    "positive_int", "parse_bytes",
+    "positive_int", "parse_bytes", "engine_name", "engine_spec",
 ]

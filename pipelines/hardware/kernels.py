@@ -14,6 +14,9 @@ activations, KV shard) and returns a zero-argument callable that runs its graph 
 | expert_swiglu | grouped SwiGLU GEMM over the *active* experts (``bmm``), T_exp tokens each |
 | expert_combine | gate-weighted sum of the gathered expert rows (``index_add_``) |
 | embedding | row gather |
+| matmul | SwiGLU MLP (dense FFN, shared experts), per-head GEMM (MLA q_absorb, v_up), GEMM (q_down, q_up, kv_down, MLA o_proj) |
+| latent_attention | MLA decode over the latent cache: ``scaled_dot_product_attention`` of every head against the one latent |
+| latent_combine | Helix rescale-combine of MLA's KVP partials |
 
 Deliberate simplifications (documented in README.md): the KV cache of ``kv_append`` is a
 small slot buffer (appending one token does not depend on the cache length); the embedding table
@@ -123,6 +126,14 @@ def _op_step(torch, F, op: OpShape, env: dict, tensor, dtype, device, values: di
             put(k.name, kk)
             put(v.name, vv)
         return run
+    if name == "kv_append" and len(I) == 1:  # MLA: one latent (with its rope key) per token
+        c, kv = tensor(I[0]), O[0]
+        slot = f"{kv.name}.slot"
+        env.setdefault(slot, _alloc(torch, (kv.shape[0], 2, kv.shape[-1]), dtype, device))
+
+        def run_latent():
+            env[slot][:, 1] = env[c].reshape(kv.shape[0], -1, kv.shape[-1])[:, -1]
+        return run_latent
     if name == "kv_append":
         k, v = tensor(I[0]), tensor(I[1])
         kv = O[0]
@@ -236,9 +247,86 @@ def _op_step(torch, F, op: OpShape, env: dict, tensor, dtype, device, values: di
             f = torch.zeros(tokens, H, dtype=env[y].dtype, device=env[y].device)
             put(out.name, f.index_add_(0, env[ti], env[y] * w[:, None]).view(out.shape))
         return run
+    if name == "matmul":
+        return _matmul_step(torch, F, op, env, tensor)
+    if name == "latent_attention":
+        return _latent_attention_step(torch, F, op, env, tensor, dtype, device)
+    if name == "latent_combine":
+        return _latent_combine_step(torch, op, env, tensor)
     if name == "sample":
         return lambda: None
     raise ValueError(f"no torch implementation for node op {name!r} ({op.node})")
+
+
+def _matmul_step(torch, F, op: OpShape, env: dict, tensor):
+    """A graph ``matmul`` by its weight's dims: ``(mat3, H, F)`` a SwiGLU MLP (dense FFN, shared
+    experts); a weight whose leading dim is a head dim the output keeps, one GEMM per head (MLA's
+    q_absorb, whose query rope part passes through, and v_up); otherwise one GEMM contracting the
+    weight's leading dims with the activation's trailing ones (q_down, q_up, kv_down, MLA o_proj)."""
+    x_t, w_t, out = op.inputs[0], op.inputs[1], op.outputs[0]
+    x, w = tensor(x_t), tensor(w_t)
+    wd, xd, od = w_t.dims, x_t.dims, out.dims
+    if wd[0] == "mat3":
+        H = w_t.shape[1]
+
+        def swiglu():
+            h = env[x].reshape(-1, H)
+            g, u = h @ env[w][0], h @ env[w][1]
+            put(env, out.name, ((F.silu(g) * u) @ env[w][2].transpose(0, 1)).view(out.shape))
+        return swiglu
+    if wd[0] in od and wd[0] in xd:
+        heads, k_in, n_out = w_t.shape
+        rest = out.shape[-1] - n_out  # MLA: the rope dims of the query join the absorbed latent
+
+        def per_head():
+            xv = env[x].reshape(-1, heads, x_t.shape[-1])
+            y = torch.einsum("nhk,hkr->nhr", xv[..., :k_in], env[w])
+            if rest > 0:
+                y = torch.cat([y, xv[..., x_t.shape[-1] - rest:]], dim=-1)
+            put(env, out.name, y.reshape(out.shape))
+        return per_head
+    k = next(i for i in range(len(wd), 0, -1) if tuple(wd[:i]) == tuple(xd[-i:]))
+    K = math.prod(w_t.shape[:k])
+    return lambda: put(env, out.name, (env[x].reshape(-1, K) @ env[w].reshape(K, -1)).view(out.shape))
+
+
+def _latent_attention_step(torch, F, op: OpShape, env: dict, tensor, dtype, device):
+    """MLA decode over the latent cache (absorbed form, as FlashMLA): every query head attends to the
+    one latent of C = kv_lora_rank + rope dims; values are the latent's first R dims. As for
+    flash-decode, the log-sum-exp output is not computed."""
+    q_t, kv_t = op.inputs[0], op.inputs[1]
+    o_part, lse = op.outputs
+    qn, kvn = tensor(q_t), tensor(kv_t)
+    Bsz, C, R = q_t.shape[0], q_t.shape[-1], o_part.shape[-1]
+    if device.type != "meta":
+        env.setdefault(lse.name, torch.zeros(lse.shape, dtype=torch.float32, device=device))
+
+    def run():
+        q = env[qn].reshape(Bsz, 1, -1, C)  # all query heads of a user against its single latent "head"
+        kv = env[kvn].reshape(Bsz, 1, -1, C)
+        out = F.scaled_dot_product_attention(q, kv, kv[..., :R])
+        put(env, o_part.name, out.reshape(o_part.shape))
+    return run
+
+
+def _latent_combine_step(torch, op: OpShape, env: dict, tensor):
+    """Helix rescale-combine of MLA's KVP partial outputs (one value per head and partial)."""
+    o_in, lse_in = tensor(op.inputs[0]), tensor(op.inputs[1])
+    out = op.outputs[0]
+    r = max(1, op.inputs[0].numel // out.numel)
+    lead, R = out.shape[:-1], out.shape[-1]
+    stats_per_partial = op.inputs[1].numel // r
+
+    def run():
+        x = env[o_in].reshape(r, *lead, R)
+        s = env[lse_in].float().reshape(r, -1)
+        w = torch.softmax(s.amax(-1), dim=0) if stats_per_partial else torch.full((r,), 1.0 / r, device=s.device)
+        put(env, out.name, (x * w.view(r, *([1] * (len(lead) + 1))).to(x.dtype)).sum(0))
+    return run
+
+
+def put(env: dict, key: str, value) -> None:
+    env[key] = value
 
 
 # ---- timing ------------------------------------------------------------------------------------

@@ -49,7 +49,9 @@ def evaluate_compute(cfg, dep, network):
 
     roof = build_plan(dep)
     if compute_mode(cfg) == "roofline":
-        return execute(roof, network), {"compute": "roofline"}
+        # an engine (gxnet.kernels) is named; the paper's roofline path keeps its results unchanged
+        engine = {} if dep.engine is None else {"engine": dep.engine.name}
+        return execute(roof, network), {"compute": "roofline", **engine}
     from gxnet.calibration import apply_calibration, measured_over_roofline
 
     table = load_table(cfg.get("calibration"))

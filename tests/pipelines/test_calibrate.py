@@ -99,3 +99,36 @@ def test_calibrate_bad_input(pipeline):
         assert proc.returncode == 2, proc.stderr
         assert match in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
         assert not (out / "results.json").exists()
+
+
+@pytest.mark.slow  # compiles an MLA graph and imports torch: ~15 s on a shared 2-core machine
+def test_mla_kernels_run_in_torch_at_their_per_rank_shapes():
+    """matmul (SwiGLU, per-head absorb / v_up, plain GEMMs), latent_attention and latent_combine:
+    every kernel of a small DeepSeek-like MLA model runs on CPU torch and yields its planned shapes."""
+    import torch
+    import yaml
+
+    from gxnet.deployment import Deployment
+    from gxnet.models import model_from_dict
+    from gxnet.parallel import ParallelSpec
+    from gxnet.testing import CONF, accelerator
+    from pipelines.hardware.calibration_shapes import kernel_shapes
+    from pipelines.hardware.kernels import build_kernel
+
+    d = yaml.safe_load((CONF / "model" / "deepseek_v3.yaml").read_text())
+    d.update(name="mla_small", layers=2, first_k_dense=1, hidden=256, q_heads=8, q_lora_rank=64, kv_lora_rank=32,
+             qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, ffn_width=512, experts=8, expert_width=64,
+             top_k=2, vocab=512, mtp_layers=0)
+    small = model_from_dict(d)
+    dep = Deployment(model=small, accelerator=accelerator("h200"), world=2,
+                     parallel=ParallelSpec(scheme="tp_ep", tp=2, ep=1), batch=2, context_tokens=16)
+    ops = set()
+    for ks in kernel_shapes(dep, 0):
+        fn, env = build_kernel(torch, ks, torch.float32, torch.device("cpu"))
+        fn()
+        for op in ks.ops:
+            ops.add(op.op)
+            for out in op.outputs:
+                if out.name in env:
+                    assert tuple(env[out.name].shape) == tuple(out.shape), (op.node, out.name)
+    assert {"matmul", "latent_attention", "latent_combine", "kv_append"} <= ops
