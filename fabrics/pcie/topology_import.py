@@ -210,17 +210,3 @@ def platform_from_nccl_xml(text: str, *, name: str = "imported", default_rate: f
             "nic_rate": min(port_rates) if port_rates else default_rate, "vertices": vertices,
             "gpus": gpu_lists, "nics": {n: {"at": v, "link_rate": r} for n, (v, r, _) in nics.items()},
             "links": links}
-
-
-def platform_from_file(path, **kwargs) -> dict:
-    """Read either format from a file: XML (an NCCL dump) if it starts with '<', else nvidia-smi text."""
-    from pathlib import Path
-
-    p = Path(path)
-    if not p.exists():
-        raise SpecError(f"topology file {str(path)!r} does not exist; save `nvidia-smi topo -m` output or an NCCL_TOPO_DUMP_FILE there")
-    text = p.read_text()
-    name = kwargs.pop("name", p.stem)
-    if text.lstrip().startswith("<"):
-        return platform_from_nccl_xml(text, name=name, **kwargs)
-    return platform_from_nvidia_smi(text, name=name, **kwargs)
