@@ -3,14 +3,18 @@
 results.json keys: ``decode_step_s``, ``interactivity_tok_s_user``, ``throughput_tok_s``,
 ``breakdown_s`` (attention, ffn, communication, fixed, ...), ``memory_bytes_per_rank``,
 ``parallel``, ``collective_time_s``, plus the inputs (model, accelerator, world, batch,
-context_tokens, fabric, network). On the scale-up fabrics (``fabric=single_eps|single_ocs|all_eps|
-hybrid|all_ocs``, paper 003 Table 12, D.4) also ``system_power_W`` (every accelerator of the fabric
-incl. host share, switch ports, pluggables, CPO; ``fabric.link_rate`` selects the Table 12
-column), ``tokens_per_s_per_MW`` (= throughput_tok_s / system_power_W · 1e6),
-``power_breakdown_W``, ``schedules`` ({region/axis/collective: schedule}) and, for hybrid and OCS
-fabrics, ``plan`` (a summary of the deployment's circuit plan). Artifacts: ``trace.json`` (Chrome
-trace, one track per distinct rank behaviour) and, for hybrid and OCS fabrics, ``plan.json`` (the
-plan the circuits were configured from).
+context_tokens, fabric, network). Power (pipelines/power.py, docs/power.md): on the scale-up
+fabrics (``fabric=single_eps|single_ocs|all_eps|hybrid|all_ocs``, paper 003 Table 12, D.4)
+``system_power_W`` is every accelerator of the fabric incl. host share, switch ports, pluggables,
+CPO (``fabric.link_rate`` selects the Table 12 column); on GPU fabrics (``nvswitch``,
+``gpu_cluster``) it is what the deployment uses (GPUs, their NVSwitch share, NICs and leaf/spine
+ports across nodes); with ``tokens_per_s_per_MW`` (= throughput_tok_s / system_power_W · 1e6),
+``power_breakdown_W``, ``accelerator_power_W`` or ``power_note``. Also ``schedules``
+({region/axis/collective: schedule}) and, for hybrid and OCS fabrics, ``plan`` (a summary of the
+deployment's circuit plan). Artifacts: ``trace.json`` (Chrome trace, one track per distinct rank
+behaviour), ``power.json`` (the whole power accounting, with ``deployment_power_W`` beside the
+paper's system power) and, for hybrid and OCS fabrics, ``plan.json`` (the plan the circuits were
+configured from).
 """
 
 from __future__ import annotations
