@@ -12,6 +12,7 @@ The GPU figures are data in ``conf/power/gpu.yaml`` and the accelerator YAMLs.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,20 @@ GPU_FIGURES = Path(__file__).resolve().parent.parent / "conf" / "power" / "gpu.y
 
 
 def gpu_power_figures(path: Path = GPU_FIGURES):
-    """``fabrics.power.GpuPowerFigures`` from ``conf/power/gpu.yaml`` (reference systems, switches, NICs)."""
+    """``fabrics.power.GpuPowerFigures`` from ``conf/power/gpu.yaml`` (reference systems, switches, NICs);
+    parsed once per file version (a decode point must stay in milliseconds)."""
+    path = Path(path)
+    return _parsed_figures(str(path), path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=4)  # keyed by the file and its modification time; safe to clear
+def _parsed_figures(path: str, mtime_ns: int):
     import yaml
 
     from fabrics.power import GpuPowerFigures, ReferenceSystem
 
-    data = yaml.safe_load(Path(path).read_text()) or {}
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    data = yaml.load(Path(path).read_text(), Loader=loader) or {}  # noqa: S506 - a safe loader
     switches, nics = dict(data.get("switches") or {}), dict(data.get("nics") or {})
 
     def watts(table: dict, name: str, what: str) -> float:
