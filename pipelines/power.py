@@ -121,10 +121,16 @@ def _gpu_power(cluster, accelerator, world: int, figures) -> dict:
         return {"system_power_W": None, "accelerator_power_W": None, "power_breakdown_W": None,
                 "power_note": f"accelerator {accelerator.name} has no board_power_W / host_power_W; set them in "
                               f"conf/accelerator/{accelerator.name}.yaml or as accelerator.board_power_W=..."}
+    figures = figures or gpu_power_figures()
     try:
-        bd = gpu_power_breakdown(cluster, world=world, board_power_W=gpu[0], host_power_W=gpu[1],
-                                 figures=figures or gpu_power_figures())
-    except SpecError as exc:  # a NIC rate or accelerator without power figures: timing is still valid
+        ref = figures.system(str(accelerator.name))
+    except SpecError as exc:  # no reference system for this GPU: timing is still valid
+        return {"system_power_W": None, "accelerator_power_W": gpu[0] + gpu[1], "power_breakdown_W": None,
+                "power_note": str(exc)}
+    ref.host_rest_W(gpu[1])  # a host share below its NVSwitch + NIC parts is bad input: one line, exit 2
+    try:
+        bd = gpu_power_breakdown(cluster, world=world, board_power_W=gpu[0], host_power_W=gpu[1], figures=figures)
+    except SpecError as exc:  # a NIC rate without a power figure: timing is still valid
         return {"system_power_W": None, "accelerator_power_W": gpu[0] + gpu[1], "power_breakdown_W": None,
                 "power_note": str(exc)}
     return {"system_power_W": bd.total_W, "accelerator_power_W": gpu[0] + gpu[1],

@@ -85,6 +85,9 @@ def test_gpu_power_notes_instead_of_silence(figures):
 
     bare = deployment_power(gpu_cluster(h, 8), Bare(), 8, figures=figures)
     assert bare["system_power_W"] is None and "board_power_W" in bare["power_note"]
+    Bare.board_power_W, Bare.host_power_W = 700.0, 50.0  # below its NVSwitch + NIC share: bad input
+    with pytest.raises(SpecError, match="host_power_W=50 of DGX H100 does not cover"):
+        deployment_power(gpu_cluster(h, 8), Bare(), 8, figures=figures)
     with pytest.raises(SpecError, match="accelerator_power.*board_power_W"):
         deployment_power(gpu_cluster(h, 8), h, 8, accelerator_power=1000.0, figures=figures)
 
