@@ -315,7 +315,8 @@ def fabric_task(cfg):
     ``system_power_W``; artifact ``plan.json`` (hybrid/OCS, first size).
     """
     from collectives.schedules import normalize_collective
-    from pipelines.network import build_network, fabric_power, network_name
+    from pipelines.network import build_network, network_name
+    from pipelines.power import fabric_power
     from pipelines.specs import plain
 
     collective = normalize_collective(cfg.get("collective", "allreduce"))

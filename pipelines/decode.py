@@ -3,14 +3,18 @@
 results.json keys: ``decode_step_s``, ``interactivity_tok_s_user``, ``throughput_tok_s``,
 ``breakdown_s`` (attention, ffn, communication, fixed, ...), ``memory_bytes_per_rank``,
 ``parallel``, ``collective_time_s``, plus the inputs (model, accelerator, world, batch,
-context_tokens, fabric, network). On the scale-up fabrics (``fabric=single_eps|single_ocs|all_eps|
-hybrid|all_ocs``, paper 003 Table 12, D.4) also ``system_power_W`` (every accelerator of the fabric
-incl. host share, switch ports, pluggables, CPO; ``fabric.link_rate`` selects the Table 12
-column), ``tokens_per_s_per_MW`` (= throughput_tok_s / system_power_W · 1e6),
-``power_breakdown_W``, ``schedules`` ({region/axis/collective: schedule}) and, for hybrid and OCS
-fabrics, ``plan`` (a summary of the deployment's circuit plan). Artifacts: ``trace.json`` (Chrome
-trace, one track per distinct rank behaviour) and, for hybrid and OCS fabrics, ``plan.json`` (the
-plan the circuits were configured from).
+context_tokens, fabric, network). Power (pipelines/power.py, docs/power.md): on the scale-up
+fabrics (``fabric=single_eps|single_ocs|all_eps|hybrid|all_ocs``, paper 003 Table 12, D.4)
+``system_power_W`` is every accelerator of the fabric incl. host share, switch ports, pluggables,
+CPO (``fabric.link_rate`` selects the Table 12 column); on GPU fabrics (``nvswitch``,
+``gpu_cluster``) it is what the deployment uses (GPUs, their NVSwitch share, NICs and leaf/spine
+ports across nodes); with ``tokens_per_s_per_MW`` (= throughput_tok_s / system_power_W · 1e6),
+``power_breakdown_W``, ``accelerator_power_W`` or ``power_note``. Also ``schedules``
+({region/axis/collective: schedule}) and, for hybrid and OCS fabrics, ``plan`` (a summary of the
+deployment's circuit plan). Artifacts: ``trace.json`` (Chrome trace, one track per distinct rank
+behaviour), ``power.json`` (the whole power accounting, with ``deployment_power_W`` beside the
+paper's system power) and, for hybrid and OCS fabrics, ``plan.json`` (the plan the circuits were
+configured from).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from collectives.errors import SpecError
 from pipelines.app import gx_main
 from pipelines.budgets import preflight
 from pipelines.network import build_network, network_name
+from pipelines.power import power_line
 from pipelines.specs import deployment_spec, plain
 from pipelines.trace import chrome_trace
 
@@ -75,24 +80,16 @@ def summary(res: dict) -> str:
     )
 
 
-# --- scale-up fabrics (issue #4): power (Table 12) and the deployment's circuit plan ------------------
+# --- power (pipelines/power.py, docs/power.md) and what the network model reports -----------------
 
-def fabric_results(cfg, dep, step, network) -> tuple[dict, dict | None]:
-    """Power (scale-up fabrics), what the network model reports (schedules, the circuit plan of
-    hybrid and OCS fabrics, model details), and the plan.json artifact."""
-    from fabrics.power import tokens_per_s_per_MW
-    from pipelines.network import fabric_power
+def fabric_results(cfg, dep, step, network) -> tuple[dict, dict | None, dict | None]:
+    """Power (scale-up and GPU fabrics), what the network model reports (schedules, the circuit plan
+    of hybrid and OCS fabrics, model details), the plan.json artifact and the whole power accounting
+    (power.json: ``deployment_power_W`` beside the paper's system power)."""
+    from pipelines.power import fabric_power, power_results
 
-    out: dict = {}
     power = fabric_power(cfg, dep.accelerator, dep.world)
-    if power is not None:
-        watts = power["system_power_W"]
-        out["system_power_W"] = watts
-        out["tokens_per_s_per_MW"] = None if watts is None else tokens_per_s_per_MW(step.throughput_tok_s, watts)
-        out["power_breakdown_W"] = power["power_breakdown_W"]
-        out["accelerator_power_W"] = power["accelerator_power_W"]
-        if "power_note" in power:
-            out["power_note"] = power["power_note"]
+    out: dict = power_results(power, step.throughput_tok_s)
     report = network.report()
     if report.schedules:
         out["schedules"] = dict(report.schedules)
@@ -100,13 +97,7 @@ def fabric_results(cfg, dep, step, network) -> tuple[dict, dict | None]:
         out["plan"] = dict(report.plan_summary)
     if report.details is not None:
         out["network_report"] = dict(report.details)
-    return out, (None if report.plan_summary is None else report.plan_json)
-
-
-def power_line(res: dict) -> str:
-    if res.get("system_power_W") is None:
-        return f"\npower: {res['power_note']}" if "power_note" in res else ""
-    return f"\nsystem power {res['system_power_W'] / 1e6:.3f} MW -> {res['tokens_per_s_per_MW']:.1f} tok/s/MW"
+    return out, (None if report.plan_summary is None else report.plan_json), power
 
 
 # --- fabric=pcie (issue #9): the expert-parallel decode phase on a PCIe cluster ----------------------
@@ -184,17 +175,19 @@ def task(cfg):
     network = build_network(cfg, dep.accelerator, dep.world)
     step, compute_results = evaluate_compute(cfg, dep, network)  # compute=roofline | measured, on this network
     res = {**results_of(cfg, dep, step), **compute_results}
-    extra, plan_json = fabric_results(cfg, dep, step, network)
+    extra, plan_json, power = fabric_results(cfg, dep, step, network)
     res.update(extra)
     timings = {}
     if "sim_wall_s" in res.get("network_report", {}):  # measured wall time: timings.json, not results.json
         timings["sim_wall_s"] = res["network_report"].pop("sim_wall_s")
-    print(summary(res) + power_line(res))
+    print(summary(res) + power_line(res, power))
     artifacts = {"trace.json": chrome_trace(step.events, process_name=f"{dep.model.name} decode step")}
     if timings:
         artifacts["timings.json"] = timings
     if plan_json is not None:
         artifacts["plan.json"] = plan_json
+    if power is not None and power.get("system_power_W") is not None:
+        artifacts["power.json"] = power
     return res, artifacts
 
 

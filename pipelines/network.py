@@ -412,45 +412,6 @@ def simlette_from_config(fabric: Mapping[str, Any], network: Mapping[str, Any], 
     return build_network(cfg, None, int(world or n), topology=topology)
 
 
-# --- power of the scale-up fabrics (Table 12) ------------------------------------------------------
-
-def accelerator_power_W(cfg: Any, accelerator) -> float | None:
-    """Per-accelerator power incl. host share (Table 12): ``accelerator_power`` in the config, else
-    the table's figure for the accelerator's name; None when neither exists."""
-    from fabrics.power import ACCELERATOR_W
-
-    given = cfg.get("accelerator_power") if hasattr(cfg, "get") else None
-    if given is not None:
-        try:
-            value = float(given)
-        except (TypeError, ValueError):
-            raise SpecError(f"accelerator_power={given!r} must be a number of watts (RX00: 2631)") from None
-        if not value > 0:
-            raise SpecError(f"accelerator_power={value} must be positive watts (RX00: 2631)")
-        return value
-    return ACCELERATOR_W.get(str(accelerator.name).upper())
-
-
-def fabric_power(cfg: Any, accelerator, world: int) -> dict | None:
-    """System power of the configured fabric (Table 12 column from ``fabric.link_rate``):
-    ``system_power_W`` and ``power_breakdown_W``; None for fabrics without a power model."""
-    from fabrics.scaleup.physical import FABRIC_KINDS, build_fabric
-    from fabrics.power import power_breakdown
-
-    if fabric_name(cfg) not in FABRIC_KINDS:
-        return None
-    watts = accelerator_power_W(cfg, accelerator)
-    if watts is None:
-        return None
-    fabric = build_fabric(cluster_spec(cfg, accelerator, world).node)
-    try:
-        pb = power_breakdown(fabric, watts)
-    except SpecError as exc:  # a link rate without a Table 12 column: timing is still valid
-        return {"system_power_W": None, "accelerator_power_W": watts, "power_breakdown_W": None,
-                "power_note": str(exc)}
-    return {"system_power_W": pb.total_W, "accelerator_power_W": watts, "power_breakdown_W": pb.as_dict()}
-
-
 def simlette_params(network: Mapping[str, Any], latency):
     """Simulator parameters of a ``network=simlette`` mapping with the endpoint split of ``latency``."""
     from fabrics.network.simlette.build import endpoint_split

@@ -115,7 +115,9 @@ def task(cfg):
 
 
 def cell_power_W(cfg) -> float | None:
-    from pipelines.network import fabric_power
+    """System power of the cell (pipelines/power.py): the fabric's on scale-up fabrics (Table 12),
+    what the deployment uses on GPU fabrics; None without a power figure."""
+    from pipelines.power import fabric_power
     from pipelines.specs import accelerator_spec
 
     power = fabric_power(cfg, accelerator_spec(cfg), positive_int(cfg["world"], "world"))

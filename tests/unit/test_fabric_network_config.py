@@ -8,7 +8,8 @@ import yaml
 from collectives.errors import SpecError
 from fabrics.network.analytical import AnalyticalSingleLevel, FabricAnalytical
 from fabrics.scaleup.physical import build_fabric
-from pipelines.network import accelerator_power_W, build_network, cluster_spec, fabric_power
+from pipelines.network import build_network, cluster_spec
+from pipelines.power import accelerator_power_W, fabric_power
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "fabric"
 
