@@ -17,7 +17,8 @@ rate -- the bound a real library (``network=nccl``) approaches from above.
   rate). A group of ``g`` GPUs on each of ``m`` nodes runs the hierarchical schedules NCCL and the
   literature use (intra-node reduce-scatter, inter-node all-reduce of the 1/g shard, intra-node
   all-gather; all-gather and reduce-scatter as their two halves), each level priced by the same
-  single-level closed form; all-to-all is one-shot, its NVLink and NIC parts in parallel.
+  single-level closed form and the levels pipelined (latencies add, the slowest bandwidth term
+  counts); all-to-all is one-shot, its NVLink and NIC parts in parallel.
 
 Each call is priced independently (no contention between concurrent collectives), as the
 paper's analytical backend does (B.4).
@@ -28,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collectives.errors import SpecError
-from fabrics.network.analytical import SingleLevelParams, native_time_s
+from fabrics.network.analytical import SingleLevelParams, native_phase_bytes, native_time_s
 from fabrics.network.protocol import (
     CollectiveCall,
     Completion,
@@ -88,20 +89,29 @@ def group_shape(group: tuple[int, ...], gpus_per_node: int) -> tuple[tuple[int, 
     return tuple(sorted(per_node)), max(per_node.values())
 
 
+def _level_s(params: SingleLevelParams, collective: str, n: int, sigma_bytes: float) -> tuple[float, float]:
+    """(latency, bandwidth) seconds of one level's best native schedule (Eq. 1 split in its two terms)."""
+    total_s, schedule = native_time_s(params, collective, n, sigma_bytes)
+    latency_s = params.hop_latency_s * len(native_phase_bytes(collective, schedule, n, 1))
+    return latency_s, total_s - latency_s
+
+
 def hierarchical_time_s(collective: str, sigma_bytes: float, g: int, m: int, intra: SingleLevelParams,
                         inter: SingleLevelParams) -> float:
-    """g GPUs on each of m nodes (g, m >= 2): the two-level schedule's Hockney time."""
+    """g GPUs on each of m nodes (g, m >= 2): the two-level schedule's ideal time. The levels are
+    pipelined in chunks (as NCCL's tree and NVLS-tree pipeline across nodes): their latencies add,
+    the slowest level's bandwidth term sets the rest."""
     if collective == "allreduce":  # RS(σ) in the node, AR(σ/g) across nodes, AG(σ) in the node
-        return (native_time_s(intra, "reducescatter", g, sigma_bytes)[0]
-                + native_time_s(inter, "allreduce", m, sigma_bytes / g)[0]
-                + native_time_s(intra, "allgather", g, sigma_bytes)[0])
-    if collective == "allgather":  # σ = the gathered result: across nodes to σ/g, then in the node
-        return (native_time_s(inter, "allgather", m, sigma_bytes / g)[0]
-                + native_time_s(intra, "allgather", g, sigma_bytes)[0])
-    if collective == "reducescatter":  # in the node to σ/g, then across nodes
-        return (native_time_s(intra, "reducescatter", g, sigma_bytes)[0]
-                + native_time_s(inter, "reducescatter", m, sigma_bytes / g)[0])
-    raise SpecError(f"collective {collective!r} has no hierarchical schedule")
+        levels = [(intra, "reducescatter", g, sigma_bytes), (inter, "allreduce", m, sigma_bytes / g),
+                  (intra, "allgather", g, sigma_bytes)]
+    elif collective == "allgather":  # σ = the gathered result: across nodes to σ/g, then in the node
+        levels = [(inter, "allgather", m, sigma_bytes / g), (intra, "allgather", g, sigma_bytes)]
+    elif collective == "reducescatter":  # in the node to σ/g, then across nodes
+        levels = [(intra, "reducescatter", g, sigma_bytes), (inter, "reducescatter", m, sigma_bytes / g)]
+    else:
+        raise SpecError(f"collective {collective!r} has no hierarchical schedule")
+    parts = [_level_s(*level) for level in levels]
+    return sum(lat for lat, _ in parts) + max(bw for _, bw in parts)
 
 
 def one_shot_alltoall_s(sigma_bytes: float, g: int, m: int, intra: SingleLevelParams,

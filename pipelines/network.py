@@ -98,7 +98,7 @@ def _family_keys(fab: Mapping[str, Any], kind: str, allowed: Mapping[str, str], 
         return
     key = unknown[0]
     if key in other:
-        owner = "fabric=gpu_cluster" if kind == "nvswitch" and key in GPU_CLUSTER_KEYS else "another fabric family"
+        owner = "fabric=gpu_cluster" if kind == "nvswitch" and key in GPU_CLUSTER_KEYS else "the other fabric family"
         raise SpecError(f"fabric.{key} belongs to {owner}, not to fabric={kind}; "
                         f"{kind} takes: {', '.join(allowed)}")
     raise SpecError(f"unknown fabric key fabric.{key} for fabric={kind}; known keys: {', '.join(allowed)}")
