@@ -17,8 +17,9 @@ rate -- the bound a real library (``network=nccl``) approaches from above.
   rate). A group of ``g`` GPUs on each of ``m`` nodes runs the hierarchical schedules NCCL and the
   literature use (intra-node reduce-scatter, inter-node all-reduce of the 1/g shard, intra-node
   all-gather; all-gather and reduce-scatter as their two halves), each level priced by the same
-  single-level closed form and the levels pipelined (latencies add, the slowest bandwidth term
-  counts); all-to-all is one-shot, its NVLink and NIC parts in parallel.
+  single-level closed form and the levels pipelined (latencies add; the NVLink levels and the NIC
+  level overlap, so the busier of the two counts); all-to-all is one-shot, its NVLink and NIC
+  parts in parallel.
 
 Each call is priced independently (no contention between concurrent collectives), as the
 paper's analytical backend does (B.4).
@@ -100,7 +101,8 @@ def hierarchical_time_s(collective: str, sigma_bytes: float, g: int, m: int, int
                         inter: SingleLevelParams) -> float:
     """g GPUs on each of m nodes (g, m >= 2): the two-level schedule's ideal time. The levels are
     pipelined in chunks (as NCCL's tree and NVLS-tree pipeline across nodes): their latencies add,
-    the slowest level's bandwidth term sets the rest."""
+    and the busier of the two resources -- the NVLinks (both intra-node levels use them) and the
+    NICs -- sets the rest."""
     if collective == "allreduce":  # RS(σ) in the node, AR(σ/g) across nodes, AG(σ) in the node
         levels = [(intra, "reducescatter", g, sigma_bytes), (inter, "allreduce", m, sigma_bytes / g),
                   (intra, "allgather", g, sigma_bytes)]
@@ -110,8 +112,12 @@ def hierarchical_time_s(collective: str, sigma_bytes: float, g: int, m: int, int
         levels = [(intra, "reducescatter", g, sigma_bytes), (inter, "reducescatter", m, sigma_bytes / g)]
     else:
         raise SpecError(f"collective {collective!r} has no hierarchical schedule")
-    parts = [_level_s(*level) for level in levels]
-    return sum(lat for lat, _ in parts) + max(bw for _, bw in parts)
+    latency_s, busy_s = 0.0, {"nvlink": 0.0, "nic": 0.0}
+    for level in levels:
+        lat, bw = _level_s(*level)
+        latency_s += lat
+        busy_s["nvlink" if level[0] is intra else "nic"] += bw
+    return latency_s + max(busy_s.values())
 
 
 def one_shot_alltoall_s(sigma_bytes: float, g: int, m: int, intra: SingleLevelParams,

@@ -453,9 +453,10 @@ def gpu_cluster_spec(fab: Mapping[str, Any], accelerator, world: int):
     per_node = _optional_count(d, "gpus_per_node") or getattr(accelerator, "nvlink_domain_max", 0) or 1
     nodes = _optional_count(d, "nodes")
     if world % per_node:
+        fits = max(k for k in range(1, per_node + 1) if world % k == 0)
         raise SpecError(f"world={world} does not fill whole nodes of fabric.gpus_per_node={per_node} GPUs; "
                         f"use world={max(per_node, world - world % per_node)} (a multiple of {per_node}), "
-                        "or fabric=nvswitch for one node")
+                        f"fabric.gpus_per_node={fits}, or fabric=nvswitch for one node")
     if nodes is None:
         nodes = world // per_node
     if world > nodes * per_node:
@@ -512,11 +513,31 @@ def fabric_family(name: str) -> str:
 
 
 def check_network_supported(cfg: Any) -> None:
-    """Refuse, before anything runs, a network model on a fabric family it does not declare."""
+    """Refuse, before anything runs, a network model on a fabric family it does not declare, and
+    a GPU fabric its accelerator or world cannot make (a GPU without NVLink, more GPUs than a
+    domain holds, a world that does not fill whole nodes): sweeps check every point here."""
     from fabrics.network.registry import check_family
 
     fabric = fabric_name(cfg)
     check_family(network_name(cfg), fabric, fabric_family(fabric))
+    if fabric in GPU_FABRICS:
+        check_gpu_pairing(cfg)
+
+
+def check_gpu_pairing(cfg: Any) -> None:
+    """``fabric=nvswitch | gpu_cluster`` with the configured accelerator and world (decode's
+    ``world``, else the collective pipeline's fabric.world / whole fabric), as the run builds it."""
+    from gxnet.accelerators import accelerator_from_dict
+
+    acc = plain(config_get(cfg, "accelerator"))
+    if not isinstance(acc, Mapping):
+        return  # no accelerator group (gx collective without accelerator=): the pipeline says so
+    accelerator = accelerator_from_dict(acc)
+    fab = dict(plain(cfg["fabric"]))
+    world = config_get(cfg, "world")
+    if isinstance(world, bool) or not isinstance(world, int):
+        world = gpu_fabric_world(fab, accelerator)
+    cluster_spec(cfg, accelerator, world)
 
 
 def network_spec(cfg: Any):
