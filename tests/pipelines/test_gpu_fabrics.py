@@ -59,6 +59,10 @@ def test_decode_on_gpu_fabrics(model, accel, precision, fabric, world, par):
     # inside one node the Eq. 1 native schedules; across nodes at least one hierarchical collective
     assert names <= {"one_shot", "two_shot", "hierarchical"}
     assert ("hierarchical" in names) == spans_nodes
+    cluster = res["cluster"]
+    assert cluster["nodes"] == (2 if spans_nodes else 1)
+    assert cluster["nodes"] * cluster["gpus_per_node"] == world
+    assert cluster["nvlink_ports"] == 18 and (cluster["nics_per_node"] == 8) == spans_nodes
 
 
 def test_cross_node_collectives_follow_the_nic_rate():
