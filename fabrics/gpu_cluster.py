@@ -30,15 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collectives.errors import SpecError
-from fabrics.network.analytical import SingleLevelParams, native_phase_bytes, native_time_s
-from fabrics.network.protocol import (
-    CollectiveCall,
-    Completion,
-    DemandEntry,
-    NetworkReport,
-    check_in_demand,
-    schedules_by_row,
-)
+from fabrics.network.analytical import IndependentCalls, SingleLevelParams, native_phase_bytes, native_time_s
+from fabrics.network.protocol import CollectiveCall, Completion, DemandEntry, check_in_demand
 from fabrics.nvswitch import NvSwitchDomain
 
 HIERARCHICAL = "hierarchical"
@@ -129,10 +122,8 @@ def one_shot_alltoall_s(sigma_bytes: float, g: int, m: int, intra: SingleLevelPa
     return max(t_nvlink, t_nic)
 
 
-class GpuClusterAnalytical:
+class GpuClusterAnalytical(IndependentCalls):
     """NetworkModel: ideal Hockney times on ``nvswitch`` / ``gpu_cluster`` fabrics (see module doc)."""
-
-    name = "analytical"
 
     def __init__(self, cluster, options: GpuFabricOptions):
         if not isinstance(cluster.node, NvSwitchDomain):
@@ -179,19 +170,9 @@ class GpuClusterAnalytical:
             self._prices[key] = hit
         return hit
 
-    def register(self, call: CollectiveCall, earliest_start_s: float) -> None:
+    def call_price(self, call: CollectiveCall) -> tuple[float, str]:
         check_in_demand(call, self._demand)
-        duration_s, schedule = self.price(call)
-        self.schedules_used[(call.region, call.axis, call.collective)] = schedule
-        self._pending.append(Completion(call_id=call.call_id, start_s=earliest_start_s,
-                                        end_s=earliest_start_s + duration_s, schedule=schedule))
-
-    def advance(self) -> list[Completion]:
-        done, self._pending = self._pending, []
-        return done
-
-    def report(self) -> NetworkReport:
-        return NetworkReport(model=self.name, schedules=schedules_by_row(self.schedules_used))
+        return self.price(call)
 
 
 __all__ = ["GpuFabricOptions", "GpuClusterAnalytical", "nvlink_params", "nic_params", "group_shape",
