@@ -535,8 +535,7 @@ def check_gpu_pairing(cfg: Any) -> None:
     accelerator = accelerator_from_dict(acc)
     fab = dict(plain(cfg["fabric"]))
     world = config_get(cfg, "world")
-    if isinstance(world, bool) or not isinstance(world, int):
-        world = gpu_fabric_world(fab, accelerator)
+    world = gpu_fabric_world(fab, accelerator) if world is None else positive_int(world, "world")
     cluster_spec(cfg, accelerator, world)
 
 
