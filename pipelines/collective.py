@@ -277,12 +277,42 @@ def fabric_world(fab: dict, cluster_accelerators: int | None = None) -> int:
     return w
 
 
-def fabric_groups(world: int, group_size) -> tuple[tuple[int, ...], ...]:
-    """One group of every rank, or contiguous groups of ``group_size`` ranks (minor mesh axis)."""
+def fabric_groups(world: int, group_size, *, whole: bool = True) -> tuple[tuple[int, ...], ...]:
+    """One group of every rank, or contiguous groups of ``group_size`` ranks (minor mesh axis).
+    ``whole=False`` (GPU fabrics): the groups need not cover every rank -- 5 GPUs of an 8-GPU node
+    are one group of 5, the others idle, as ``nccl-tests -g 5`` runs."""
     n = world if group_size is None else _int(group_size, "group_size")
-    if n < 2 or world % n:
+    if whole and (n < 2 or world % n):
         raise SpecError(f"group_size={n} must be at least 2 and divide fabric.world={world}; e.g. group_size=8")
+    if not whole and not 2 <= n <= world:
+        raise SpecError(f"group_size={n} must be between 2 and fabric.world={world} GPUs; e.g. group_size={world}")
     return tuple(tuple(range(g * n, (g + 1) * n)) for g in range(world // n))
+
+
+# nccl-tests' bus-bandwidth factors (nccl-tests doc/PERFORMANCE.md): busbw = algbw x factor(n)
+BUSBW_FACTORS = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "reducescatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "alltoallv": lambda n: (n - 1) / n,
+    "sendrecv": lambda n: 1.0,
+}
+
+
+def nccl_tests_row(collective: str, n_ranks: int, size_bytes: int, completion_s: float, schedule: str,
+                   network: str) -> dict:
+    """The quantities nccl-tests prints for one size: ``size`` (bytes as nccl-tests counts them:
+    all-reduce / reduce-scatter input, all-gather output, all-to-all each rank's whole buffer --
+    gxnet's per-rank buffer σ in every case), ``algbw_Bps`` = size / time, ``busbw_Bps`` = algbw x
+    factor, and the ``algorithm`` / ``protocol`` the NCCL-like model chose (null for ideal models)."""
+    algbw = size_bytes / completion_s if completion_s > 0 else None
+    algorithm = protocol = None
+    if network == "nccl" and "/" in schedule:
+        algorithm, protocol = schedule.split("/", 1)
+    return {"size": size_bytes, "completion_s": completion_s, "algbw_Bps": algbw,
+            "busbw_Bps": None if algbw is None else algbw * BUSBW_FACTORS[collective](n_ranks),
+            "algorithm": algorithm, "protocol": protocol}
 
 
 class _Accelerator:
@@ -315,7 +345,7 @@ def fabric_task(cfg):
     ``system_power_W``; artifact ``plan.json`` (hybrid/OCS, first size).
     """
     from collectives.schedules import normalize_collective
-    from pipelines.network import build_network, network_name
+    from pipelines.network import GPU_FABRICS, build_network, gpu_fabric_world, network_name
     from pipelines.power import fabric_power
     from pipelines.specs import plain
 
@@ -326,14 +356,24 @@ def fabric_task(cfg):
         schedule = str(fab.get("schedule") or "auto")
     fcfg = {"fabric": {**fab, "schedule": schedule}, "network": plain(cfg.get("network") or {"name": "auto"}),
             "platform": plain(cfg.get("platform")), "scheduler": plain(cfg.get("scheduler")), "nodes": cfg.get("nodes")}
-    if fab.get("name") == "pcie":
-        fcfg["fabric"].pop("schedule")  # PCIe collectives run NCCL's native schedules (AlltoAllv: the scheduler)
-    world = fabric_world(fab, _pcie_world(fcfg, fab))
-    groups = fabric_groups(world, cfg.get("group_size"))
+    if fab.get("name") in ("pcie", *GPU_FABRICS):
+        # PCIe collectives run NCCL's native schedules (AlltoAllv: the scheduler); GPU fabrics: the
+        # network model's own choice (network.algorithm / network.protocol force one on network=nccl)
+        fcfg["fabric"].pop("schedule")
+    gpu = fab.get("name") in GPU_FABRICS
+    if gpu and schedule != "auto":
+        raise SpecError(f"schedule={schedule} is a scale-up fabric schedule; on fabric={fab.get('name')} the network "
+                        "model chooses (network=nccl: force one with network.algorithm / network.protocol)")
+    if gpu:
+        accel = _gpu_accelerator(cfg)
+        world = fabric_world({**fab, "world": gpu_fabric_world(fab, accel)})
+    else:
+        accel = _Accelerator()
+        world = fabric_world(fab, _pcie_world(fcfg, fab))
+    groups = fabric_groups(world, cfg.get("group_size"), whole=not gpu)
     sizes = parse_sizes(cfg.get("size"))
     ports = fab.get("ports")
-    accel = _Accelerator()
-    if ports is not None:
+    if ports is not None and not gpu:
         accel.scaleup_ports = _int(ports, "fabric.ports")
     from fabrics.network.analytical import FabricAnalytical
 
@@ -343,6 +383,9 @@ def fabric_task(cfg):
         if sweep and not isinstance(network, FabricAnalytical):  # a simulator reports per run: a fresh one per size
             network = build_network(fcfg, accel, world)
         row, table, report = _price_one(network, collective, groups, world, size)
+        if gpu:
+            row.update(nccl_tests_row(collective, len(groups[0]), size, row["completion_s"], row["schedule"],
+                                      network_name(fcfg)))
         details = dict(report.details or {})
         if "events" in details:
             row["events"] = details["events"]
@@ -358,6 +401,8 @@ def fabric_task(cfg):
         "size_bytes": row["size_bytes"], "completion_s": row["completion_s"], "schedule": row["schedule"],
         "schedules": table, "sweep": sweep,
     }
+    if gpu:
+        results.update({"accelerator": accel.name, **{k: row[k] for k in NCCL_TESTS_KEYS}})
     if report.plan_summary is not None:
         results["plan"] = dict(report.plan_summary)
     timings = {}
@@ -369,13 +414,59 @@ def fabric_task(cfg):
     power = fabric_power(fcfg, accel, world)
     if power is not None:
         results["system_power_W"] = power["system_power_W"]
-    print(format_fabric_table(results))
+    print(format_gpu_table(results) if gpu else format_fabric_table(results))
     artifacts = {"plan.json": report.plan_json} if report.plan_json is not None else {}
     if timings:
         artifacts["timings.json"] = timings
     if len(sizes) > 1:
         artifacts["completion_time.png"] = plot_fabric_sweep(results)
+        if gpu:
+            artifacts["busbw.png"] = plot_busbw(results)
     return results, artifacts
+
+
+NCCL_TESTS_KEYS = ("size", "algbw_Bps", "busbw_Bps", "algorithm", "protocol")
+
+
+def _gpu_accelerator(cfg):
+    """The GPU of ``fabric=nvswitch | gpu_cluster``: the ``accelerator`` group (required there)."""
+    from pipelines.network import nvlink_accelerators
+    from pipelines.specs import accelerator_spec
+
+    if cfg.get("accelerator") is None:
+        raise SpecError(f"fabric={cfg['fabric']['name']} needs the GPU: add accelerator="
+                        f"{' | '.join(nvlink_accelerators())} (e.g. accelerator=h200)")
+    return accelerator_spec(cfg)
+
+
+def format_gpu_table(results) -> str:
+    """nccl-tests' columns: size, time, algbw, busbw (GB/s), and the algorithm/protocol chosen."""
+    lines = [f"{results['collective']} on {results['fabric']} ({results['network']}), {results['groups']} x "
+             f"{results['group_size']} {results['accelerator']} GPUs of {results['world']}",
+             f"  {'size (B)':>14} {'time (us)':>12} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}  choice"]
+    for row in results["sweep"]:
+        choice = (f"{row['algorithm']}/{row['protocol']}" if row["algorithm"] is not None else row["schedule"])
+        algbw, busbw = (row[k] / 1e9 if row[k] is not None else 0.0 for k in ("algbw_Bps", "busbw_Bps"))
+        lines.append(f"  {row['size']:>14} {row['completion_s'] * 1e6:>12.2f} {algbw:>13.2f} {busbw:>13.2f}  {choice}")
+    return "\n".join(lines)
+
+
+def plot_busbw(results) -> bytes:
+    """Bus bandwidth against size, the plot nccl-tests results are usually shown as."""
+    from pipelines.plots import png_bytes, pyplot
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    rows = [r for r in results["sweep"] if r["busbw_Bps"] is not None]
+    ax.plot([r["size"] for r in rows], [r["busbw_Bps"] / 1e9 for r in rows], marker="o", markersize=3,
+            label=results["network"])
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("size (bytes, as nccl-tests counts them)")
+    ax.set_ylabel("busbw (GB/s)")
+    ax.set_title(f"{results['collective']} on {results['fabric']}: {results['group_size']} x {results['accelerator']}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    return png_bytes(fig, dpi=110)
 
 
 def _price_one(network, collective: str, groups, world: int, size: int):

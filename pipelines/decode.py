@@ -14,7 +14,10 @@ ports across nodes); with ``tokens_per_s_per_MW`` (= throughput_tok_s / system_p
 deployment's circuit plan). Artifacts: ``trace.json`` (Chrome trace, one track per distinct rank
 behaviour), ``power.json`` (the whole power accounting, with ``deployment_power_W`` beside the
 paper's system power) and, for hybrid and OCS fabrics, ``plan.json`` (the plan the circuits were
-configured from).
+configured from). On the GPU fabrics
+(``fabric=nvswitch|gpu_cluster``) also ``cluster`` {nodes, gpus_per_node, nvlink_ports,
+nvlink_rate_Bps, nvls, nics_per_node, nic_rate_Bps}: the NVLink domains and NICs the step ran on
+(``world=1``: one GPU, no collectives).
 """
 
 from __future__ import annotations
@@ -64,6 +67,20 @@ def results_of(cfg, dep, step) -> dict:
             "/".join(k) if isinstance(k, tuple) else str(k): v for k, v in dict(step.collective_time_s).items()
         },
     }
+
+
+def gpu_cluster_results(cfg, dep) -> dict:
+    """``cluster``: what a GPU fabric is made of (nothing on the other fabrics)."""
+    from pipelines.network import GPU_FABRICS, cluster_spec, fabric_name
+
+    if fabric_name(cfg) not in GPU_FABRICS:
+        return {}
+    c = cluster_spec(cfg, dep.accelerator, dep.world)
+    so = c.scale_out
+    return {"cluster": {"nodes": c.nodes, "gpus_per_node": c.node.gpus, "nvlink_ports": c.node.nvlink_ports,
+                        "nvlink_rate_Bps": c.node.nvlink_rate_Bps, "nvls": c.node.nvls,
+                        "nics_per_node": None if so is None else so.nics_per_node,
+                        "nic_rate_Bps": None if so is None else so.nic_rate_Bps}}
 
 
 def summary(res: dict) -> str:
@@ -174,7 +191,7 @@ def task(cfg):
     dep = deployment_spec(cfg)
     network = build_network(cfg, dep.accelerator, dep.world)
     step, compute_results = evaluate_compute(cfg, dep, network)  # compute=roofline | measured, on this network
-    res = {**results_of(cfg, dep, step), **compute_results}
+    res = {**results_of(cfg, dep, step), **compute_results, **gpu_cluster_results(cfg, dep)}
     extra, plan_json, power = fabric_results(cfg, dep, step, network)
     res.update(extra)
     timings = {}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from collectives.errors import SpecError
-from pipelines.specs import plain, positive_int
+from pipelines.specs import GPU_FABRICS, plain, positive_int
 from pipelines.units import parse_bytes, parse_rate, parse_time
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -55,7 +55,25 @@ PCIE_KEYS = {
     "catalog_dir": "VarioPath catalog cache directory (null: off)",
     "validate": "validity-check every AlltoAllv schedule before timing it",
 }
-# keys of the fabric group that pipelines read (the collective pipeline's ranks), in both families
+# GPU systems: one NVLink/NVSwitch domain (nvswitch) or several joined by NICs (gpu_cluster)
+NVSWITCH_KEYS = {
+    "name": "nvswitch | gpu_cluster",
+    "world": "GPUs in the NVLink domain (null: the pipeline's world; 1 = a single GPU)",
+    "hop_latency": "time: λ of one NVSwitch hop for the ideal models (network=analytical)",
+}
+GPU_CLUSTER_KEYS = {
+    **NVSWITCH_KEYS,
+    "world": "ranks the collective pipeline spans (null: nodes x gpus_per_node)",
+    "gpus_per_node": "GPUs per NVLink domain (null: the accelerator's nvlink_domain_max)",
+    "nodes": "NVLink domains (null: world / gpus_per_node)",
+    "nics_per_node": "NICs per node (8), 0 only for nodes=1",
+    "nic_rate": "rate of one NIC port, one direction, e.g. 400Gb/s",
+    "nodes_per_leaf": "nodes on one leaf switch per rail (rail-optimised leaf-spine)",
+    "oversubscription": "leaf down : up capacity (1 = non-blocking)",
+    "nic_latency": "time: one NIC-to-NIC transfer through one leaf, ideal models",
+    "spine_latency": "time added when a transfer goes leaf -> spine -> leaf, ideal models",
+}
+# keys of the fabric group that pipelines read (the collective pipeline's ranks), in every family
 PIPELINE_KEYS = ("world", "group_size")
 
 
@@ -79,7 +97,8 @@ def _family_keys(fab: Mapping[str, Any], kind: str, allowed: Mapping[str, str], 
         return
     key = unknown[0]
     if key in other:
-        raise SpecError(f"fabric.{key} belongs to the other fabric family, not to fabric={kind}; "
+        owner = "fabric=gpu_cluster" if kind == "nvswitch" and key in GPU_CLUSTER_KEYS else "the other fabric family"
+        raise SpecError(f"fabric.{key} belongs to {owner}, not to fabric={kind}; "
                         f"{kind} takes: {', '.join(allowed)}")
     raise SpecError(f"unknown fabric key fabric.{key} for fabric={kind}; known keys: {', '.join(allowed)}")
 
@@ -119,7 +138,7 @@ def fabric_spec_from_dict(d: Mapping[str, Any], *, world: int, default_ports: in
     if kind is None:
         raise SpecError(f"fabric.name is missing; choose one of: {', '.join(FABRIC_KINDS)}")
     kind = FABRICS.get(str(kind))
-    _family_keys(d, kind, SCALEUP_KEYS, PCIE_KEYS)
+    _family_keys(d, kind, SCALEUP_KEYS, {**PCIE_KEYS, **GPU_CLUSTER_KEYS})
     ports = d.get("ports") if d.get("ports") is not None else default_ports
     if ports is None:
         raise SpecError("fabric.ports is not set and the accelerator names no scale-up ports; give e.g. fabric.ports=36")
@@ -322,7 +341,7 @@ def cluster_spec(cfg: Any, accelerator, world: int, *, scheduler: str | None = N
 
     fab = dict(plain(cfg["fabric"]))
     if fabric_name(cfg) == "pcie":
-        _family_keys(_canonical(fab), "pcie", PCIE_KEYS, SCALEUP_KEYS)
+        _family_keys(_canonical(fab), "pcie", PCIE_KEYS, {**SCALEUP_KEYS, **GPU_CLUSTER_KEYS})
         n_nodes = nodes if nodes is not None else positive_int(config_get(cfg, "nodes", fab.get("nodes", 1)), "nodes")
         server = pcie_server_spec(platform_dict(cfg))
         scale_out = ScaleOutSpec(nics_per_node=len(server.nics), nic_rate_Bps=server.nic_rate_Bps,
@@ -334,8 +353,135 @@ def cluster_spec(cfg: Any, accelerator, world: int, *, scheduler: str | None = N
             raise SpecError(f"{world} ranks need {world} GPUs but {n_nodes} {server.name} node(s) have "
                             f"{cluster.accelerators}; set nodes={-(-world // per)}")
         return cluster
+    if fabric_name(cfg) in GPU_FABRICS:
+        return gpu_cluster_spec(fab, accelerator, world)
     spec = fabric_spec_from_dict(fab, world=world, default_ports=getattr(accelerator, "scaleup_ports", None))
     return ClusterSpec(name=spec.kind, nodes=1, node=spec, options=scaleup_options(fab, spec.kind))
+
+
+# --- GPU systems: NVSwitch domains, joined by a rail-optimised NIC network -------------------------
+
+def nvlink_accelerators() -> list[str]:
+    """conf/accelerator/ entries with NVLink (what fabric=nvswitch | gpu_cluster can hold)."""
+    import yaml
+
+    names = []
+    for path in sorted((CONF_DIR / "accelerator").glob("*.yaml")):
+        if (yaml.safe_load(path.read_text()) or {}).get("nvlink_ports"):
+            names.append(path.stem)
+    return names
+
+
+def _nvswitch_domain(kind: str, accelerator, gpus: int):
+    from fabrics.nvswitch import NvSwitchDomain
+
+    if accelerator is None or not getattr(accelerator, "has_nvlink", False):
+        name = getattr(accelerator, "name", None)
+        raise SpecError(f"fabric={kind} needs an NVLink GPU but accelerator={name} has no NVLink "
+                        f"(nvlink_ports=0); choose accelerator={' | '.join(nvlink_accelerators())}, "
+                        "or fabric=pcie for PCIe GPUs")
+    if gpus > accelerator.nvlink_domain_max:
+        most = accelerator.nvlink_domain_max
+        hint = (f"use fabric=gpu_cluster ({-(-gpus // most)} NVLink domains of {most} joined by NICs)"
+                if kind == "nvswitch" else "lower fabric.gpus_per_node")
+        raise SpecError(f"{gpus} GPUs do not fit one NVLink domain of {accelerator.name} (at most "
+                        f"{accelerator.nvlink_domain_max}, accelerator.nvlink_domain_max); {hint}")
+    # the NVLink ports and rate are the accelerator's (conf/accelerator/<name>.yaml), never a fabric default
+    return NvSwitchDomain(name=str(accelerator.name), gpus=gpus, max_gpus=accelerator.nvlink_domain_max,
+                          nvlink_ports=accelerator.nvlink_ports, nvlink_rate_Bps=accelerator.nvlink_rate_Bps,
+                          nvls=bool(accelerator.nvls), gpus_per_tray=accelerator.gpus_per_tray)
+
+
+def gpu_fabric_world(fab: Mapping[str, Any], accelerator) -> int:
+    """The GPUs a collective on a GPU fabric spans when ``fabric.world`` is null: the whole NVLink
+    domain (``fabric=nvswitch``; 8 on HGX, 72 on NVL72) or every GPU of ``fabric.nodes``."""
+    d = _canonical(fab)
+    kind = str(d["name"])
+    if d.get("world") is not None:
+        return _as_int("world", d["world"])
+    domain = _nvswitch_domain(kind, accelerator, 1)  # refuses a GPU without NVLink
+    if kind == "nvswitch":
+        return domain.max_gpus
+    nodes = _optional_count(d, "nodes")
+    if nodes is None:
+        raise SpecError("fabric=gpu_cluster needs its size here: give fabric.nodes (e.g. fabric.nodes=2) "
+                        "or fabric.world")
+    return nodes * (_optional_count(d, "gpus_per_node") or domain.max_gpus)
+
+
+def _time_key(d: Mapping[str, Any], key: str, default: str) -> float:
+    value = d.get(key)
+    return _number_or_unit(default if value is None else value, parse_time, f"fabric.{key}")
+
+
+def _gpu_options(d: Mapping[str, Any]):
+    from fabrics.gpu_cluster import GpuFabricOptions
+
+    return GpuFabricOptions(hop_latency_s=_time_key(d, "hop_latency", "0.81us"),
+                            nic_latency_s=_time_key(d, "nic_latency", "2us"),
+                            spine_latency_s=_time_key(d, "spine_latency", "1us"))
+
+
+def _optional_count(d: Mapping[str, Any], key: str, low: int = 1) -> int | None:
+    value = d.get(key)
+    if value is None:
+        return None
+    n = _as_int(key, value)
+    if n < low:
+        raise SpecError(f"fabric.{key}={n} must be a whole number >= {low}")
+    return n
+
+
+def gpu_cluster_spec(fab: Mapping[str, Any], accelerator, world: int):
+    """``fabric=nvswitch | gpu_cluster`` -> ``ClusterSpec`` (family gpu) for ``world`` ranks."""
+    from fabrics.spec import ClusterSpec
+
+    d = _canonical(fab)
+    kind = str(d["name"])
+    if kind == "nvswitch":
+        _family_keys(d, kind, NVSWITCH_KEYS, {**GPU_CLUSTER_KEYS, **SCALEUP_KEYS, **PCIE_KEYS})
+        gpus = _optional_count(d, "world") or world
+        if world > gpus:
+            raise SpecError(f"world={world} ranks do not fit fabric.world={gpus} GPUs of fabric=nvswitch; "
+                            "raise fabric.world or lower world")
+        domain = _nvswitch_domain(kind, accelerator, gpus)
+        return ClusterSpec(name=kind, nodes=1, node=domain, scale_out=None, options=_gpu_options(d))
+    _family_keys(d, kind, GPU_CLUSTER_KEYS, {**SCALEUP_KEYS, **PCIE_KEYS})
+    if accelerator is not None and not getattr(accelerator, "has_nvlink", False):
+        _nvswitch_domain(kind, accelerator, 1)  # the one-line refusal of a GPU without NVLink
+    per_node = _optional_count(d, "gpus_per_node") or getattr(accelerator, "nvlink_domain_max", 0) or 1
+    nodes = _optional_count(d, "nodes")
+    if world % per_node:
+        fits = max(k for k in range(1, per_node + 1) if world % k == 0)
+        raise SpecError(f"world={world} does not fill whole nodes of fabric.gpus_per_node={per_node} GPUs; "
+                        f"use world={max(per_node, world - world % per_node)} (a multiple of {per_node}), "
+                        f"fabric.gpus_per_node={fits}, or fabric=nvswitch for one node")
+    if nodes is None:
+        nodes = world // per_node
+    if world > nodes * per_node:
+        raise SpecError(f"world={world} GPUs need {world // per_node} nodes of {per_node} but fabric.nodes={nodes}; "
+                        f"set fabric.nodes={world // per_node}")
+    return ClusterSpec(name=kind, nodes=nodes, node=_nvswitch_domain(kind, accelerator, per_node),
+                       scale_out=_rail_network(d), options=_gpu_options(d))
+
+
+def _rail_network(d: Mapping[str, Any]):
+    from fabrics.spec import ScaleOutSpec
+
+    nics = d.get("nics_per_node")
+    return ScaleOutSpec(
+        topology="rail_optimized", nics_per_node=8 if nics is None else _as_int("nics_per_node", nics),
+        nic_rate_Bps=_number_or_unit(d.get("nic_rate") or "400Gb/s", parse_rate, "fabric.nic_rate"),
+        nodes_per_leaf=_optional_count(d, "nodes_per_leaf") or 32,
+        oversubscription=_ratio(d.get("oversubscription"), "fabric.oversubscription"))
+
+
+def _ratio(value: Any, what: str) -> float:
+    if value is None:
+        return 1.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(f"{what}={value!r} must be a number >= 1 (leaf down : up capacity; 1 = non-blocking)")
+    return float(value)
 
 
 def network_name(cfg: Any) -> str:
@@ -344,16 +490,52 @@ def network_name(cfg: Any) -> str:
     net = dict(plain(config_get(cfg, "network", {"name": "auto"})))
     name = str(net.get("name") or "auto")
     if name == "auto":
-        return "flow" if fabric_name(cfg) == "pcie" else "analytical"
+        fabric = fabric_name(cfg)
+        if fabric in GPU_FABRICS:
+            return _gpu_default_network()
+        return "flow" if fabric == "pcie" else "analytical"
     return name
 
 
+def _gpu_default_network() -> str:
+    """nccl on GPU fabrics; the ideal analytical model in a build without the nccl model."""
+    from fabrics.network.registry import NETWORK_MODELS
+
+    return "nccl" if "nccl" in NETWORK_MODELS.names() else "analytical"
+
+
+def fabric_family(name: str) -> str:
+    """The family a fabric option belongs to (``fabrics.spec.FAMILIES``)."""
+    if name == "pcie":
+        return "pcie"
+    return "gpu" if name in GPU_FABRICS else "scaleup"
+
+
 def check_network_supported(cfg: Any) -> None:
-    """Refuse, before anything runs, a network model on a fabric family it does not declare."""
+    """Refuse, before anything runs, a network model on a fabric family it does not declare, and
+    a GPU fabric its accelerator or world cannot make (a GPU without NVLink, more GPUs than a
+    domain holds, a world that does not fill whole nodes): sweeps check every point here."""
     from fabrics.network.registry import check_family
 
     fabric = fabric_name(cfg)
-    check_family(network_name(cfg), fabric, "pcie" if fabric == "pcie" else "scaleup")
+    check_family(network_name(cfg), fabric, fabric_family(fabric))
+    if fabric in GPU_FABRICS:
+        check_gpu_pairing(cfg)
+
+
+def check_gpu_pairing(cfg: Any) -> None:
+    """``fabric=nvswitch | gpu_cluster`` with the configured accelerator and world (decode's
+    ``world``, else the collective pipeline's fabric.world / whole fabric), as the run builds it."""
+    from gxnet.accelerators import accelerator_from_dict
+
+    acc = plain(config_get(cfg, "accelerator"))
+    if not isinstance(acc, Mapping):
+        return  # no accelerator group (gx collective without accelerator=): the pipeline says so
+    accelerator = accelerator_from_dict(acc)
+    fab = dict(plain(cfg["fabric"]))
+    world = config_get(cfg, "world")
+    world = gpu_fabric_world(fab, accelerator) if world is None else positive_int(world, "world")
+    cluster_spec(cfg, accelerator, world)
 
 
 def network_spec(cfg: Any):
@@ -368,9 +550,19 @@ def network_spec(cfg: Any):
         return name, FlowSpec()
     if name == "simlette":
         return name, simlette_spec(net)
+    if name == "nccl":
+        return name, _nccl_spec(net)
     from fabrics.network.registry import NETWORK_MODELS
 
     raise SpecError(f"network={name!r} is not available; choose one of: {', '.join(NETWORK_MODELS.names())}")
+
+
+def _nccl_spec(net: Mapping[str, Any]):
+    try:  # pipelines/nccl_params.py comes with the NCCL-like model (fabrics/network/nccl/)
+        from pipelines.nccl_params import nccl_spec
+    except ImportError:
+        raise SpecError("network=nccl is not available in this build; use network=analytical") from None
+    return nccl_spec(net)
 
 
 def simlette_spec(net: Mapping[str, Any]):

@@ -168,7 +168,8 @@ class NetworkSchema:
 @schema("fabric")
 @dataclass
 class FabricSchema:
-    """Scale-up fabrics (conf/fabric/{single_eps,single_ocs,all_eps,hybrid,all_ocs}) and pcie."""
+    """Scale-up fabrics (conf/fabric/{single_eps,single_ocs,all_eps,hybrid,all_ocs}), pcie and the GPU
+    fabrics (nvswitch, gpu_cluster)."""
 
     name: str
     accelerators: Optional[int] = None
@@ -197,6 +198,14 @@ class FabricSchema:
     planning_cost_per_activation: Any = None
     catalog_dir: Optional[str] = None
     validate: Optional[bool] = None
+    # fabric=nvswitch | gpu_cluster (NVLink domains; scale-out NICs on a rail-optimised leaf-spine)
+    gpus_per_node: Optional[int] = None
+    nics_per_node: Optional[int] = None
+    nic_rate: Any = None
+    nodes_per_leaf: Optional[int] = None
+    oversubscription: Optional[float] = None
+    nic_latency: Any = None
+    spine_latency: Any = None
 
 
 # Which kind of number each numeric config field is (pipelines.units.KINDS has the rule of each
@@ -215,7 +224,7 @@ _COUNT = (
     "precision.weights_bits", "precision.activations_bits", "precision.kv_bits", "precision.comm_bits",
     "precision.softmax_stat_bits",
     "fabric.accelerators", "fabric.ports", "fabric.switch_radix", "fabric.world", "fabric.group_size",
-    "fabric.down_ports", "fabric.up_ports", "fabric.nodes",
+    "fabric.down_ports", "fabric.up_ports", "fabric.nodes", "fabric.gpus_per_node", "fabric.nodes_per_leaf",
     "network.ocs_multiplicity", "topology.n", "topology.ranks", "topology.dims", "topology.blocks",
     "platform.gpus_per_node", "platform.network.nodes_per_leaf",
     "workload.tokens_per_rank", "workload.experts", "workload.top_k", "workload.hidden", "workload.dtype_bytes",
@@ -226,17 +235,18 @@ _COUNT = (
 )
 _INDEX = (
     "warmup", "fault.rank", "fault.plan", "fault.iteration", "fault.activation", "model.window_tokens",
-    "workload.seed", "scheduler.seed", "routing.seed", "topology.offsets",
+    "workload.seed", "scheduler.seed", "routing.seed", "topology.offsets", "fabric.nics_per_node",
     # (fold masks, topology.folds and network.ocs_folds, are bit strings like 0b1111: their parser checks them)
 )
 _SIZE = ("size", "meshes.payloads", "max_kernel_bytes", "accelerator.hbm_bytes", "workload.bytes_per_rank",
          "network.buffer")
-_RATE = ("link_rate", "fabric.link_rate", "accelerator.hbm_bandwidth_Bps", "accelerator.port_rate_Bps",
+_RATE = ("link_rate", "fabric.link_rate", "fabric.nic_rate", "accelerator.hbm_bandwidth_Bps", "accelerator.port_rate_Bps",
          "accelerator.peak_flops", "accelerator.peak_flops_bf16", "accelerator.peak_flops_fp8",
          "accelerator.peak_flops_fp4", "accelerator.nvlink_rate_Bps", "platform.pcie_rate", "platform.nic_rate", "platform.gpu_link_rate")
 _TIME = ("hop_latency", "activation_overhead", "predict.activation_overhead", "fabric.hop_latency",
          "fabric.ocs_pass_through", "fabric.cable_latency", "fabric.level2_cable_latency", "fabric.switch_core",
-         "fabric.activation_overhead", "fabric.planning_cost_per_activation",
+         "fabric.activation_overhead", "fabric.planning_cost_per_activation", "fabric.nic_latency",
+         "fabric.spine_latency",
          "accelerator.kernel_launch_s", "accelerator.in_graph_launch_s", "accelerator.kernel_latency_s",
          "engine.kernel_gap", "engine.window_launch")
 _TIMEOUT = ("timeout", "startup_timeout", "scheduler.time_limit_s")
@@ -244,7 +254,7 @@ _FRACTION = ("search.within", "scheduler.reuse_floor", "scheduler.gap_tolerance"
              "accelerator.eta_compute.values", "accelerator.hbm_efficiency", "accelerator.gemm_efficiency_bf16",
              "accelerator.gemm_efficiency_fp8", "accelerator.gemm_efficiency_fp4")
 _POSITIVE = ("accelerator.board_power_W", "accelerator.host_power_W",
-             "platform.network.oversubscription", "routing.zipf_s", "routing.capacity_factor",
+             "platform.network.oversubscription", "fabric.oversubscription", "routing.zipf_s", "routing.capacity_factor",
              "accelerator.eta_memory.upper", "accelerator.eta_compute.upper", "scheduler.k_target_per_rank")
 _NONNEGATIVE = ("workload.skew", "scheduler.rank_pressure", "scheduler.pair_pressure",
                 "scheduler.coarse_rounds_per_rank")

@@ -98,7 +98,33 @@ def native_time_s(params: SingleLevelParams, collective: str, n_ranks: int, sigm
     return best
 
 
-class AnalyticalSingleLevel:
+class IndependentCalls:
+    """The protocol's ``register`` / ``advance`` / ``report`` for a model that prices every call on
+    its own when it is registered (no contention between concurrent collectives, B.4); a subclass
+    gives ``call_price(call) -> (seconds, schedule)`` and sets ``_pending`` / ``schedules_used``."""
+
+    name = "analytical"
+    _pending: list
+    schedules_used: dict
+
+    def call_price(self, call: CollectiveCall) -> tuple[float, str]:
+        raise NotImplementedError
+
+    def register(self, call: CollectiveCall, earliest_start_s: float) -> None:
+        duration_s, schedule = self.call_price(call)
+        self.schedules_used[(call.region, call.axis, call.collective)] = schedule
+        self._pending.append(Completion(call_id=call.call_id, start_s=earliest_start_s,
+                                        end_s=earliest_start_s + duration_s, schedule=schedule))
+
+    def advance(self) -> list[Completion]:
+        done, self._pending = self._pending, []
+        return done
+
+    def report(self) -> NetworkReport:
+        return NetworkReport(model=self.name, schedules=schedules_by_row(self.schedules_used))
+
+
+class AnalyticalSingleLevel(IndependentCalls):
     """NetworkModel: each registered collective completes at start + its Hockney time."""
 
     def __init__(self, params: SingleLevelParams):
@@ -120,21 +146,9 @@ class AnalyticalSingleLevel:
             hit = self._price_cache[key] = native_time_s(self.params, collective, n_ranks, sigma_bytes)
         return hit
 
-    def register(self, call: CollectiveCall, earliest_start_s: float) -> None:
+    def call_price(self, call: CollectiveCall) -> tuple[float, str]:
         check_in_demand(call, self._demand)
-        duration_s, schedule = self.price(call.collective, len(call.groups[0]), call.payload_bytes)
-        self.schedules_used[(call.region, call.axis, call.collective)] = schedule
-        self._pending.append(
-            Completion(call_id=call.call_id, start_s=earliest_start_s,
-                       end_s=earliest_start_s + duration_s, schedule=schedule)
-        )
-
-    def advance(self) -> list[Completion]:
-        done, self._pending = self._pending, []
-        return done
-
-    def report(self) -> NetworkReport:
-        return NetworkReport(model="analytical", schedules=schedules_by_row(self.schedules_used))
+        return self.price(call.collective, len(call.groups[0]), call.payload_bytes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,7 +190,7 @@ def clear_fabric_caches() -> None:
     native_phases.cache_clear()
 
 
-class FabricAnalytical:
+class FabricAnalytical(IndependentCalls):
     """NetworkModel on a physical fabric: every collective is a schedule priced phase by phase.
 
     A phase costs the latency of its slowest path plus its bottleneck bytes over the capacity they
@@ -233,15 +247,8 @@ class FabricAnalytical:
         self._pending = []
         self.schedules_used = {}
 
-    def register(self, call: CollectiveCall, earliest_start_s: float) -> None:
-        duration_s, schedule = self.price(call)
-        self.schedules_used[(call.region, call.axis, call.collective)] = schedule
-        self._pending.append(Completion(call_id=call.call_id, start_s=earliest_start_s,
-                                        end_s=earliest_start_s + duration_s, schedule=schedule))
-
-    def advance(self) -> list[Completion]:
-        done, self._pending = self._pending, []
-        return done
+    def call_price(self, call: CollectiveCall) -> tuple[float, str]:
+        return self.price(call)
 
     def report(self) -> NetworkReport:
         return NetworkReport(model=self.name, schedules=schedules_by_row(self.schedules_used),

@@ -5,11 +5,11 @@ typed specs only: ``build(cluster: ClusterSpec, spec, world, topology) -> Networ
 the entry does not declare is refused with one line before anything runs. Adding a model is one
 ``@register_network_model`` function (see docs/architecture.md).
 
-| model      | scale-up fabrics                                   | PCIe clusters                         |
-|------------|----------------------------------------------------|---------------------------------------|
-| analytical | Hockney phases, bottleneck capacity (Section 5.4)  | --                                    |
-| flow       | the same schedules, max-min sharing of capacities  | max-min over PCIe/NIC/leaf resources  |
-| simlette   | flit-level simulation on SimPy (Section 5)         | --                                    |
+| model      | scale-up fabrics                                   | PCIe clusters                         | GPU fabrics (nvswitch, gpu_cluster)      |
+|------------|----------------------------------------------------|---------------------------------------|------------------------------------------|
+| analytical | Hockney phases, bottleneck capacity (Section 5.4)  | --                                    | ideal: Eq. 1 per NVSwitch domain, NICs   |
+| flow       | the same schedules, max-min sharing of capacities  | max-min over PCIe/NIC/leaf resources  | --                                       |
+| simlette   | flit-level simulation on SimPy (Section 5)         | --                                    | --                                       |
 """
 
 from __future__ import annotations
@@ -85,12 +85,16 @@ def _scaleup_kwargs(cluster: ClusterSpec) -> dict:
     return dict(schedule=o.schedule, planner_hop_latency_s=o.planner_hop_latency_s, allocation=o.allocation)
 
 
-@register_network_model("analytical", families=(SCALEUP,),
+@register_network_model("analytical", families=(SCALEUP, GPU),
                         summary="Hockney phases on the fabric's shared capacities (bottleneck bound)")
 def _analytical(cluster: ClusterSpec, spec: AnalyticalSpec, world: int, topology=None) -> NetworkModel:
     from fabrics.network.analytical import AnalyticalSingleLevel, FabricAnalytical, SingleLevelParams
     from fabrics.scaleup.physical import build_fabric
 
+    if cluster.family == GPU:  # one NVSwitch domain is a single-level fabric already: both models agree
+        from fabrics.gpu_cluster import GpuClusterAnalytical
+
+        return GpuClusterAnalytical(cluster, cluster.options)
     if spec.model == "single_level":
         lam = cluster.options.hop_latency_s
         if lam is None:
