@@ -51,7 +51,7 @@ class VarioPathParams:
     pair_pressure: float = 4.0  # ... + γ D_ij / max D (ours, 0 = paper)
     weighted_utility: bool = True  # ours (False = paper): Eq. 10 counts pressure-weighted bytes
     shape_beam: int = 2  # shapes bound per activation: 1 = the paper's M* only; >1 also the next-best (one batch)
-    shape_score: str = "paper"  # "paper": Eq. 6; "capped" (ours): Σ_ad min(τ x lane rates, D̂_ad)
+    shape_score: str = "paper"  # "paper": Eq. 6; "capped" (ours): Σ_ad min(τ x lane rates, D̂_ad); "weighted" (ours): Eq. 6 on Σ w_ij D_ij
     kernel: str = "auto"  # "auto": the compiled loop when it was built at install, else numpy; "numpy" | "c"
     coarse_rounds_per_rank: float = 1.5  # ours: >0 lets an activation last up to the remaining lower bound / (c N) (0 = paper: τ fixed)
     reuse: int = 2  # ours: activations taken from one AA run's bound channels (1 = the paper: re-bind every activation)
@@ -59,6 +59,8 @@ class VarioPathParams:
     synth_min_groups: int = 16  # ours, compiled loop only: >= this many rank groups -> also bind a family synthesized online from D̂ (0 = never)
     max_aa_rows: int = 256  # ours: (family, start) rows per AA batch; starts shrink for large beams
     max_quanta: int = 1  # ours: a chosen channel may carry up to this many quanta while its full lanes stay full
+    pressure_power: int = 1  # ours: rank loads enter the pressure weight as (load / max load)^p (1 = linear)
+    node_pressure: float = 0.0  # ours, 0 = off: + ν (T_out(node_i) + T_in(node_j)) / (2 T*) for pairs on different nodes
 
     def __post_init__(self) -> None:
         if not self.k_target_per_rank > 0:
@@ -74,8 +76,11 @@ class VarioPathParams:
         if self.reuse < 1 or not 0 <= self.reuse_floor <= 1 or self.coarse_rounds_per_rank < 0:
             raise SpecError(f"reuse={self.reuse} must be >= 1, reuse_floor={self.reuse_floor} in [0, 1], "
                             f"coarse_rounds_per_rank={self.coarse_rounds_per_rank} >= 0 (0 = off)")
-        if self.shape_score not in ("paper", "capped"):
-            raise SpecError(f"shape_score={self.shape_score!r}; choose paper (Eq. 6) or capped")
+        if self.shape_score not in ("paper", "capped", "weighted"):
+            raise SpecError(f"shape_score={self.shape_score!r}; choose paper (Eq. 6), capped or weighted")
+        if not (isinstance(self.pressure_power, int) and self.pressure_power >= 1) or self.node_pressure < 0:
+            raise SpecError(f"pressure_power={self.pressure_power!r} must be an integer >= 1 (1 = linear) and "
+                            f"node_pressure={self.node_pressure} >= 0 (0 = off)")
         if not (isinstance(self.max_quanta, int) and self.max_quanta >= 1):
             raise SpecError(f"max_quanta={self.max_quanta!r} must be an integer >= 1 (1 = one quantum per activation, the paper)")
         if self.assignment not in ("auto", "lsa", "enumerate"):
@@ -153,6 +158,7 @@ class VarioPathPlanner:
             cap_out = np.maximum(cap_out, (cross[:, :, None] * (b["lane_a"][None, :, None] == np.arange(G))).sum(1).max(0))
             cap_in = np.maximum(cap_in, (cross[:, :, None] * (b["lane_d"][None, :, None] == np.arange(G))).sum(1).max(0))
         self.group_caps = (np.where(cap_out > 0, cap_out, np.inf), np.where(cap_in > 0, cap_in, np.inf))
+        self._init_nodes()
         self._by_key = {k: {p.key: p for p in v} for k, v in topology.paths.items()}
         self._diag = np.arange(N) * (N + 1)
         self.cand_src = self.groups[np.arange(N) // g]  # lane k of every family leaves group k // g
@@ -182,6 +188,53 @@ class VarioPathPlanner:
         self.shape_val = np.concatenate(val)
         self.shape_rate = np.concatenate(prate)
         self.group_index = topology.group_of()
+
+    def _init_nodes(self) -> None:
+        """Nodes and their best contention-free rates out and in (ours, ``node_pressure``): the
+        largest sum of lane rates leaving (entering) a node over the catalog's families."""
+        node_of = np.asarray(self.topology.nodes or (0,) * self.N, dtype=np.int64)
+        K = int(node_of.max()) + 1
+        gnode = node_of[self.groups[:, 0]]  # a rank group lies in one node (one PCIe switch)
+        cap_out, cap_in = np.zeros(K), np.zeros(K)
+        for b in self.bucket_arrays:
+            na, nd = gnode[b["lane_a"]], gnode[b["lane_d"]]
+            for n in range(K):
+                cap_out[n] = max(cap_out[n], float((((na == n) & (nd != n)) * b["rates"]).sum(axis=1).max()))
+                cap_in[n] = max(cap_in[n], float((((nd == n) & (na != n)) * b["rates"]).sum(axis=1).max()))
+        self.node_of, self.n_nodes = node_of, K
+        self.node_onehot = np.zeros((self.N, K))
+        self.node_onehot[np.arange(self.N), node_of] = 1.0
+        self.node_cross = node_of[:, None] != node_of[None, :]
+        # a node without cross lanes never has cross demand; 1.0 keeps the division defined
+        self.node_caps = (np.where(cap_out > 0, cap_out, 1.0), np.where(cap_in > 0, cap_in, 1.0))
+
+    def _node_weights(self, rem: np.ndarray, t_rank: float) -> np.ndarray:
+        """(T_out(n_i) + T_in(n_j)) / (2 T*) for pairs on different nodes, else 0 (ours): T = a
+        node's remaining bytes to (from) other nodes over its best contention-free rate out (in),
+        T* = the largest such time or the busiest rank's at the fastest rate (``t_rank``). With
+        NICs the bottleneck, a lane that keeps a NIC busy weighs more than one inside a node."""
+        dn = self.node_onehot.T @ rem @ self.node_onehot  # whole bytes: exact in any order
+        diag = np.diag(dn)
+        t_out = (dn.sum(axis=1) - diag) / self.node_caps[0]
+        t_in = (dn.sum(axis=0) - diag) / self.node_caps[1]
+        t_max = max(t_rank, float(t_out.max()), float(t_in.max()))
+        if not t_max > 0:
+            return np.zeros_like(rem)
+        return (t_out[self.node_of][:, None] + t_in[self.node_of][None, :]) / (2.0 * t_max) * self.node_cross
+
+    def _rank_weights(self, ls: np.ndarray, lr: np.ndarray) -> np.ndarray:
+        """1 + β (u_i + v_j) / 2 with u = (load / max load)^p (ours; p = 1: linear, the ranks that
+        bound the completion weigh most; larger p: only the nearly critical ones). Powers as
+        repeated products, as the compiled loop computes them."""
+        mx = max(ls.max(), lr.max())
+        p = self.params.pressure_power
+        if p == 1:
+            return 1.0 + self.params.rank_pressure * (ls[:, None] + lr[None, :]) / (2.0 * mx)
+        u, v = ls / mx, lr / mx
+        pu, pv = u, v
+        for _ in range(p - 1):
+            pu, pv = pu * u, pv * v
+        return 1.0 + self.params.rank_pressure * (pu[:, None] + pv[None, :]) / 2.0
 
     def _path(self, i: int, j: int, t: int):
         hit = self._paths.get((i, j, t))
@@ -452,6 +505,7 @@ class VarioPathPlanner:
             "perms": np.ascontiguousarray(perms, dtype=np.int64),
             "cap_out": np.where(np.isfinite(cap_out), cap_out, 0.0), "cap_in": np.where(np.isfinite(cap_in), cap_in, 0.0),
             "fam_all": np.concatenate([b["fam"] for b in self.bucket_arrays]),
+            "node_of": self.node_of, "node_cap_out": self.node_caps[0], "node_cap_in": self.node_caps[1],
         }
         arr["fam_rid"] = np.searchsorted(arr["rates_u"], arr["fam_rate"])
         arr.update(self._synth_arrays(arr["rates_u"]))
@@ -510,9 +564,10 @@ class VarioPathPlanner:
         ip = np.array([N, self.G, self.g, len(self.bucket_arrays), len(arr["perms"]), p.n_start, p.aa_sweeps,
                        p.shape_beam, p.reuse, p.max_quanta, int(p.weighted_utility), int(p.shape_score == "capped"),
                        cap, arr["max_rows"], int(bool(p.rank_pressure)), arr["dense"], p.max_aa_rows,
-                       len(arr["rates_u"]), arr["synth"], len(arr["fam_all"]), arr["n_res"]], dtype=np.int64)
+                       len(arr["rates_u"]), arr["synth"], len(arr["fam_all"]), arr["n_res"], p.pressure_power,
+                       int(p.shape_score == "weighted"), self.n_nodes], dtype=np.int64)
         dp = np.array([tau0, p.coarse_rounds_per_rank * N, self.max_rate_Bps, p.rank_pressure, p.pair_pressure,
-                       p.overhead_s, p.reuse_floor], dtype=np.float64)
+                       p.overhead_s, p.reuse_floor, p.node_pressure], dtype=np.float64)
         return ip, dp
 
     def _decompose_kernel(self, kernel: Kernel, rem: np.ndarray, tau0: float, raw: list, guard: int) -> None:
@@ -575,10 +630,12 @@ class VarioPathPlanner:
                 # ours: the busiest ranks bound the completion (they must stay busy on fast paths
                 # to the end), so their lanes' credits count more in the binding
                 ls, lr = rem.sum(axis=1), rem.sum(axis=0)
-                w = 1.0 + self.params.rank_pressure * (ls[:, None] + lr[None, :]) / (2.0 * max(ls.max(), lr.max()))
+                w = self._rank_weights(ls, lr)
                 if self.params.pair_pressure:
                     w = w + self.params.pair_pressure * rem / rem.max()
-            dg = (onehot_t @ rem @ onehot).ravel()  # D̂ (Eq. 5)
+                if self.params.node_pressure and self.n_nodes > 1:
+                    w = w + self.params.node_pressure * self._node_weights(rem, max(ls.max(), lr.max()) / self.max_rate_Bps)
+            dg = (onehot_t @ (rem if w is None or self.params.shape_score != "weighted" else rem * w) @ onehot).ravel()  # D̂ (Eq. 5)
             if capped:
                 # ours: a shape can move at most τ x (its lanes' rate) per group pair in one
                 # activation; Eq. 6 keeps crediting lanes of a pair whose demand is nearly drained
