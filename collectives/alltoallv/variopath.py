@@ -39,28 +39,29 @@ _FORBID = -1e30  # credit of a self-pair (i == j), never chosen while a derangem
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VarioPathParams:
-    # Defaults = conf/scheduler/variopath.yaml (chosen on the frontier in README.md:
-    # >= 98 % of the MILP optimum on small instances and planning <= 5 % of communication at 16 GPUs)
+    # Defaults = conf/scheduler/variopath.yaml (chosen on the tuning seeds of tuning.py, reported on
+    # its held-apart test seeds; docs/pcie-variopath.md)
     k_target_per_rank: float = 8.0  # K_target = k * N rounds (paper: N ... 3N); the tail's granularity
     n_start: int = 10  # N_start: AA starts per family
     aa_sweeps: int = 1  # I_AA: sweeps per start
     overhead_s: float = 0.0  # λ, per-activation overhead used in EVALUATE
     seed: int = 0
     assignment: str = "auto"  # "auto" | "lsa" | "enumerate" (see assignment.py)
-    rank_pressure: float = 4.0  # ours, 0 = paper: credits weighted by 1 + β (load_i + load_j) / (2 max load) ...
+    rank_pressure: float = 8.0  # ours, 0 = paper: credits weighted by 1 + β (load_i + load_j) / (2 max load) ...
     pair_pressure: float = 4.0  # ... + γ D_ij / max D (ours, 0 = paper)
     weighted_utility: bool = True  # ours (False = paper): Eq. 10 counts pressure-weighted bytes
     shape_beam: int = 2  # shapes bound per activation: 1 = the paper's M* only; >1 also the next-best (one batch)
-    shape_score: str = "paper"  # "paper": Eq. 6; "capped" (ours): Σ_ad min(τ x lane rates, D̂_ad); "weighted" (ours): Eq. 6 on Σ w_ij D_ij
+    shape_score: str = "weighted"  # "paper": Eq. 6; "capped" (ours): Σ_ad min(τ x lane rates, D̂_ad); "weighted" (ours): Eq. 6 on Σ w_ij D_ij
     kernel: str = "auto"  # "auto": the compiled loop when it was built at install, else numpy; "numpy" | "c"
     coarse_rounds_per_rank: float = 1.5  # ours: >0 lets an activation last up to the remaining lower bound / (c N) (0 = paper: τ fixed)
     reuse: int = 2  # ours: activations taken from one AA run's bound channels (1 = the paper: re-bind every activation)
     reuse_floor: float = 0.97  # ours: a reused channel must keep this fraction of the AA pick's utility
     synth_min_groups: int = 16  # ours, compiled loop only: >= this many rank groups -> also bind a family synthesized online from D̂ (0 = never)
     max_aa_rows: int = 256  # ours: (family, start) rows per AA batch; starts shrink for large beams
+    max_aa_lanes: int = 0  # ours, 0 = off: also at most max_aa_lanes // N rows (a row binds N lanes), so the AA's work per activation stays bounded as N grows
     max_quanta: int = 1  # ours: a chosen channel may carry up to this many quanta while its full lanes stay full
-    pressure_power: int = 1  # ours: rank loads enter the pressure weight as (load / max load)^p (1 = linear)
-    node_pressure: float = 0.0  # ours, 0 = off: + ν (T_out(node_i) + T_in(node_j)) / (2 T*) for pairs on different nodes
+    pressure_power: int = 4  # ours: rank loads enter the pressure weight as (load / max load)^p (1 = linear)
+    node_pressure: float = 8.0  # ours, 0 = off: + ν (T_out(node_i) + T_in(node_j)) / (2 T*) for pairs on different nodes
 
     def __post_init__(self) -> None:
         if not self.k_target_per_rank > 0:
@@ -71,8 +72,8 @@ class VarioPathParams:
             raise SpecError(f"overhead_s={self.overhead_s} must be non-negative")
         if self.kernel not in ("auto", "numpy", "c"):
             raise SpecError(f"kernel={self.kernel!r}; choose auto, numpy or c")
-        if self.max_aa_rows < 1:
-            raise SpecError(f"max_aa_rows={self.max_aa_rows} must be at least 1")
+        if self.max_aa_rows < 1 or self.max_aa_lanes < 0:
+            raise SpecError(f"max_aa_rows={self.max_aa_rows} must be at least 1 and max_aa_lanes={self.max_aa_lanes} >= 0 (0 = off)")
         if self.reuse < 1 or not 0 <= self.reuse_floor <= 1 or self.coarse_rounds_per_rank < 0:
             raise SpecError(f"reuse={self.reuse} must be >= 1, reuse_floor={self.reuse_floor} in [0, 1], "
                             f"coarse_rounds_per_rank={self.coarse_rounds_per_rank} >= 0 (0 = off)")
@@ -123,6 +124,8 @@ class VarioPathPlanner:
         self.topology, self.catalog, self.params, self.name = topology, catalog, params, name
         G, g, N = catalog.n_groups, catalog.g, topology.n_ranks
         self.G, self.g, self.N = G, g, N
+        # (family, start) rows per AA batch: max_aa_rows, and max_aa_lanes // N when set (ours)
+        self.row_budget = min(params.max_aa_rows, max(1, params.max_aa_lanes // N)) if params.max_aa_lanes else params.max_aa_rows
         self.groups = np.array(topology.groups, dtype=np.int64)  # (G, g)
         self.onehot = np.zeros((N, G))
         self.onehot[self.groups.ravel(), np.repeat(np.arange(G), g)] = 1.0
@@ -188,6 +191,16 @@ class VarioPathPlanner:
         self.shape_val = np.concatenate(val)
         self.shape_rate = np.concatenate(prate)
         self.group_index = topology.group_of()
+        # weighted scores (ours): fractional, so summed in the compiled loop's order -- D̂ pair by
+        # pair in rank order (np.add.at is sequential), each shape's pairs in ascending code
+        # (padded columns, one position at a time) -- and both loops pick the same shapes
+        self.pair_code = (self.group_index[:, None] * G + self.group_index[None, :]).ravel()
+        lens = np.diff(self.shape_ptr)
+        pos = np.arange(len(self.shape_idx)) - np.repeat(self.shape_ptr[:-1], lens)
+        rows = np.repeat(np.arange(len(lens)), lens)
+        self.pad_idx = np.zeros((int(lens.max()), len(lens)), dtype=np.int64)
+        self.pad_val = np.zeros((int(lens.max()), len(lens)))
+        self.pad_idx[pos, rows], self.pad_val[pos, rows] = self.shape_idx, self.shape_val
 
     def _init_nodes(self) -> None:
         """Nodes and their best contention-free rates out and in (ours, ``node_pressure``): the
@@ -235,6 +248,16 @@ class VarioPathPlanner:
         for _ in range(p - 1):
             pu, pv = pu * u, pv * v
         return 1.0 + self.params.rank_pressure * (pu[:, None] + pv[None, :]) / 2.0
+
+    def _weighted_scores(self, weighted: np.ndarray) -> np.ndarray:
+        """Eq. 6 on the pressure-weighted D̂ (ours): Σ_ad M_ad Σ_{i∈a, j∈d} w_ij D_ij, summed in
+        the compiled loop's order."""
+        dg = np.zeros(self.G * self.G)
+        np.add.at(dg, self.pair_code, weighted.ravel())
+        scores = np.zeros(self.pad_val.shape[1])
+        for idx, val in zip(self.pad_idx, self.pad_val):
+            scores += val * dg[idx]
+        return scores
 
     def _path(self, i: int, j: int, t: int):
         hit = self._paths.get((i, j, t))
@@ -309,7 +332,7 @@ class VarioPathPlanner:
     def starts_for(self, families: int) -> int:
         """AA starts per family for a batch of ``families``: N_start, fewer when the batch would
         exceed max_aa_rows (ours: large buckets bring their own diversity; bounds the AA's cost)."""
-        return max(1, min(self.params.n_start, self.params.max_aa_rows // max(1, families)))
+        return max(1, min(self.params.n_start, self.row_budget // max(1, families)))
 
     def _batch(self, shapes: tuple[int, ...]) -> dict:
         """The families of ``shapes`` (x N_start starts) as one AA batch; keyed cache per planner.
@@ -563,7 +586,7 @@ class VarioPathPlanner:
         cap = self.KERNEL_BLOCK  # activations per call; a full buffer returns and the loop resumes (fresh pool)
         ip = np.array([N, self.G, self.g, len(self.bucket_arrays), len(arr["perms"]), p.n_start, p.aa_sweeps,
                        p.shape_beam, p.reuse, p.max_quanta, int(p.weighted_utility), int(p.shape_score == "capped"),
-                       cap, arr["max_rows"], int(bool(p.rank_pressure)), arr["dense"], p.max_aa_rows,
+                       cap, arr["max_rows"], int(bool(p.rank_pressure)), arr["dense"], self.row_budget,
                        len(arr["rates_u"]), arr["synth"], len(arr["fam_all"]), arr["n_res"], p.pressure_power,
                        int(p.shape_score == "weighted"), self.n_nodes], dtype=np.int64)
         dp = np.array([tau0, p.coarse_rounds_per_rank * N, self.max_rate_Bps, p.rank_pressure, p.pair_pressure,
@@ -600,6 +623,7 @@ class VarioPathPlanner:
         beam, max_quanta = self.params.shape_beam, self.params.max_quanta
         s_idx, s_val, s_rate, s_start = self.shape_idx, self.shape_val, self.shape_rate, self.shape_ptr[:-1]
         capped = self.params.shape_score == "capped"
+        weighted_scores = self.params.shape_score == "weighted"
         reuse_left, reuse_floor, util0 = 0, self.params.reuse_floor, 0.0
         self._pool = None
         start = len(raw)
@@ -635,8 +659,10 @@ class VarioPathPlanner:
                     w = w + self.params.pair_pressure * rem / rem.max()
                 if self.params.node_pressure and self.n_nodes > 1:
                     w = w + self.params.node_pressure * self._node_weights(rem, max(ls.max(), lr.max()) / self.max_rate_Bps)
-            dg = (onehot_t @ (rem if w is None or self.params.shape_score != "weighted" else rem * w) @ onehot).ravel()  # D̂ (Eq. 5)
-            if capped:
+            dg = (onehot_t @ rem @ onehot).ravel()  # D̂ (Eq. 5)
+            if weighted_scores and w is not None:
+                scores = self._weighted_scores(rem * w)
+            elif capped:
                 # ours: a shape can move at most τ x (its lanes' rate) per group pair in one
                 # activation; Eq. 6 keeps crediting lanes of a pair whose demand is nearly drained
                 scores = np.add.reduceat(np.minimum(s_rate * tau, dg[s_idx]), s_start)
