@@ -56,9 +56,16 @@ V1_DEFAULT = dict(k_target_per_rank=3.0, n_start=4, aa_sweeps=4, shape_beam=1, c
                   reuse=1, kernel="numpy")
 
 
+# the default preset before the held-apart tuning (linear rank pressure, Eq. 6 on the plain D̂, no
+# node pressure): the "before" row of --quality and --steady
+V2_DEFAULT = dict(rank_pressure=4.0, pressure_power=1, node_pressure=0.0, shape_score="paper")
+
+
 def preset(name: str) -> dict:
     if name == "v1_default":
         return dict(V1_DEFAULT)
+    if name == "v2_default":
+        return {**preset("variopath"), **V2_DEFAULT}
     base, _, kernel = name.partition("@")
     p = yaml.safe_load((ROOT / "conf" / "scheduler" / f"{base}.yaml").read_text())
     p = {k: v for k, v in p.items() if k not in CATALOG_KEYS}
@@ -80,6 +87,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.quality or args.steady:
         presets = [p for p in args.presets.split(",") if p != "v1_default" and "@" not in p]
+        presets = ["v2_default"] + [p for p in presets if p != "v2_default"]
         if args.quality:
             quality(presets)
         if args.steady:

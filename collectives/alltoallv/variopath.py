@@ -17,6 +17,12 @@ N ... 3N, i.e. k in [1, 3]).
 
 All families of one shape list their lanes in the same (source group, destination group) order,
 so a bucket is bound as one batch over (families x starts) in numpy.
+
+Ours (VarioPathParams): credits and EVALUATE weight each pair by its pressure -- the busiest
+ranks' remaining load as (load / max load)^p, the heaviest pairs, and, on several nodes, the
+remaining lower bound of the nodes' NIC traffic (a lane that keeps a bottleneck NIC busy weighs
+more than one inside a node) -- and the shape scores (Eq. 6) may use the weighted D̂, so the
+shape beam offers the AA families with lanes where the pressure is.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ class VarioPathParams:
     overhead_s: float = 0.0  # λ, per-activation overhead used in EVALUATE
     seed: int = 0
     assignment: str = "auto"  # "auto" | "lsa" | "enumerate" (see assignment.py)
-    rank_pressure: float = 8.0  # ours, 0 = paper: credits weighted by 1 + β (load_i + load_j) / (2 max load) ...
+    rank_pressure: float = 8.0  # ours, 0 = paper: credits weighted by 1 + β (u_i + v_j) / 2, u = (load / max load)^p ...
     pair_pressure: float = 4.0  # ... + γ D_ij / max D (ours, 0 = paper)
     weighted_utility: bool = True  # ours (False = paper): Eq. 10 counts pressure-weighted bytes
     shape_beam: int = 2  # shapes bound per activation: 1 = the paper's M* only; >1 also the next-best (one batch)
@@ -89,7 +95,8 @@ class VarioPathParams:
 
 
 def quantum_s(demand: np.ndarray, topology: ChannelTopology, k_target_per_rank: float,
-              group_caps: tuple[np.ndarray, np.ndarray] | None = None, max_rate_Bps: float | None = None) -> float:
+              group_caps: tuple[np.ndarray, np.ndarray] | None = None, max_rate_Bps: float | None = None,
+              onehot: np.ndarray | None = None) -> float:
     """τ such that the demand drains in about K_target = k * N rounds.
 
     The expected completion is a lower bound: the busiest rank at the fastest path rate and, when
@@ -100,9 +107,10 @@ def quantum_s(demand: np.ndarray, topology: ChannelTopology, k_target_per_rank: 
     t_est = max(d.sum(axis=1).max(), d.sum(axis=0).max()) / (max_rate_Bps or topology.max_rate_Bps())
     if group_caps is not None:
         cap_out, cap_in = group_caps
-        onehot = np.zeros((topology.n_ranks, topology.n_groups))
-        for a, grp in enumerate(topology.groups):
-            onehot[list(grp), a] = 1.0
+        if onehot is None:  # rank -> group indicator (N x G); a planner passes its own
+            onehot = np.zeros((topology.n_ranks, topology.n_groups))
+            for a, grp in enumerate(topology.groups):
+                onehot[list(grp), a] = 1.0
         dg = onehot.T @ d @ onehot
         np.fill_diagonal(dg, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -465,7 +473,8 @@ class VarioPathPlanner:
         demand = check_demand(demand, self.N)
         t0, c0 = time.perf_counter(), time.process_time()
         rem = demand.astype(np.float64)
-        tau0 = quantum_s(demand, self.topology, self.params.k_target_per_rank, self.group_caps, self.max_rate_Bps)
+        tau0 = quantum_s(demand, self.topology, self.params.k_target_per_rank, self.group_caps, self.max_rate_Bps,
+                         self.onehot)
         raw = []  # (bytes, src, dst, instances) per activation: what the runtime needs
         guard = 50 * self.N * self.N + 100 * int(np.count_nonzero(demand)) + 1000
         kernel = self._kernel_fn()
@@ -521,8 +530,9 @@ class VarioPathPlanner:
             "fam_rate": np.concatenate([b["rates"] for b in self.bucket_arrays] + [np.ones((1, self.N))]),
             "rates_u": np.unique(np.concatenate([b["rates"].ravel() for b in self.bucket_arrays]
                                                 + [np.array([r.rate_Bps for r in self.catalog.instances])])),
-            "fam_in": np.concatenate([np.tile(b["in_lanes"].ravel(), (b["H"], 1)) for b in self.bucket_arrays]
-                                     + [np.zeros((1, self.N), dtype=np.int64)]),
+            "fam_in": np.concatenate([np.repeat(np.stack([b["in_lanes"].ravel() for b in self.bucket_arrays]),
+                                                [b["H"] for b in self.bucket_arrays], axis=0),
+                                      np.zeros((1, self.N), dtype=np.int64)]),
             "start_src": np.concatenate([b["src0"] for b in self.bucket_arrays]),
             "start_dst": np.concatenate([b["dst0"] for b in self.bucket_arrays]),
             "perms": np.ascontiguousarray(perms, dtype=np.int64),
@@ -646,7 +656,7 @@ class VarioPathPlanner:
             if coarse:
                 # ours: early activations may be longer (the remaining lower bound over c N rounds)
                 # and shrink to τ as the demand drains; fewer activations to plan
-                tau = max(tau0, quantum_s(rem, self.topology, coarse, self.group_caps, self.max_rate_Bps))
+                tau = max(tau0, quantum_s(rem, self.topology, coarse, self.group_caps, self.max_rate_Bps, onehot))
             q = rem * (1.0 / tau)
             q.flat[diag] = _FORBID
             w = None
