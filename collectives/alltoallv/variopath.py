@@ -64,7 +64,6 @@ class VarioPathParams:
     reuse_floor: float = 0.97  # ours: a reused channel must keep this fraction of the AA pick's utility
     synth_min_groups: int = 16  # ours, compiled loop only: >= this many rank groups -> also bind a family synthesized online from D̂ (0 = never)
     max_aa_rows: int = 256  # ours: (family, start) rows per AA batch; starts shrink for large beams
-    max_aa_lanes: int = 0  # ours, 0 = off: also at most max_aa_lanes // N rows (a row binds N lanes), so the AA's work per activation stays bounded as N grows
     max_quanta: int = 1  # ours: a chosen channel may carry up to this many quanta while its full lanes stay full
     pressure_power: int = 4  # ours: rank loads enter the pressure weight as (load / max load)^p (1 = linear)
     node_pressure: float = 8.0  # ours, 0 = off: + ν (T_out(node_i) + T_in(node_j)) / (2 T*) for pairs on different nodes
@@ -78,8 +77,8 @@ class VarioPathParams:
             raise SpecError(f"overhead_s={self.overhead_s} must be non-negative")
         if self.kernel not in ("auto", "numpy", "c"):
             raise SpecError(f"kernel={self.kernel!r}; choose auto, numpy or c")
-        if self.max_aa_rows < 1 or self.max_aa_lanes < 0:
-            raise SpecError(f"max_aa_rows={self.max_aa_rows} must be at least 1 and max_aa_lanes={self.max_aa_lanes} >= 0 (0 = off)")
+        if self.max_aa_rows < 1:
+            raise SpecError(f"max_aa_rows={self.max_aa_rows} must be at least 1")
         if self.reuse < 1 or not 0 <= self.reuse_floor <= 1 or self.coarse_rounds_per_rank < 0:
             raise SpecError(f"reuse={self.reuse} must be >= 1, reuse_floor={self.reuse_floor} in [0, 1], "
                             f"coarse_rounds_per_rank={self.coarse_rounds_per_rank} >= 0 (0 = off)")
@@ -132,8 +131,6 @@ class VarioPathPlanner:
         self.topology, self.catalog, self.params, self.name = topology, catalog, params, name
         G, g, N = catalog.n_groups, catalog.g, topology.n_ranks
         self.G, self.g, self.N = G, g, N
-        # (family, start) rows per AA batch: max_aa_rows, and max_aa_lanes // N when set (ours)
-        self.row_budget = min(params.max_aa_rows, max(1, params.max_aa_lanes // N)) if params.max_aa_lanes else params.max_aa_rows
         self.groups = np.array(topology.groups, dtype=np.int64)  # (G, g)
         self.onehot = np.zeros((N, G))
         self.onehot[self.groups.ravel(), np.repeat(np.arange(G), g)] = 1.0
@@ -340,7 +337,7 @@ class VarioPathPlanner:
     def starts_for(self, families: int) -> int:
         """AA starts per family for a batch of ``families``: N_start, fewer when the batch would
         exceed max_aa_rows (ours: large buckets bring their own diversity; bounds the AA's cost)."""
-        return max(1, min(self.params.n_start, self.row_budget // max(1, families)))
+        return max(1, min(self.params.n_start, self.params.max_aa_rows // max(1, families)))
 
     def _batch(self, shapes: tuple[int, ...]) -> dict:
         """The families of ``shapes`` (x N_start starts) as one AA batch; keyed cache per planner.
@@ -596,7 +593,7 @@ class VarioPathPlanner:
         cap = self.KERNEL_BLOCK  # activations per call; a full buffer returns and the loop resumes (fresh pool)
         ip = np.array([N, self.G, self.g, len(self.bucket_arrays), len(arr["perms"]), p.n_start, p.aa_sweeps,
                        p.shape_beam, p.reuse, p.max_quanta, int(p.weighted_utility), int(p.shape_score == "capped"),
-                       cap, arr["max_rows"], int(bool(p.rank_pressure)), arr["dense"], self.row_budget,
+                       cap, arr["max_rows"], int(bool(p.rank_pressure)), arr["dense"], p.max_aa_rows,
                        len(arr["rates_u"]), arr["synth"], len(arr["fam_all"]), arr["n_res"], p.pressure_power,
                        int(p.shape_score == "weighted"), self.n_nodes], dtype=np.int64)
         dp = np.array([tau0, p.coarse_rounds_per_rank * N, self.max_rate_Bps, p.rank_pressure, p.pair_pressure,
