@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 MODULE = "collectives.alltoallv._variopath_kernel"
+ABI = 2  # VP_ABI of variopath_kernel.c: the argument list below
 I64, F64 = np.dtype(np.int64), np.dtype(np.float64)
 _LOADED: dict[str, object] = {}  # explicit keyed cache: module name -> Kernel (or None: not built)
 
@@ -160,6 +161,9 @@ def load_kernel(module: str = MODULE) -> Kernel | None:
         return _LOADED[module]
     try:
         lib = ctypes.CDLL(importlib.import_module(module).__file__)
+        lib.vp_abi.restype = ctypes.c_int64
+        if lib.vp_abi() != ABI:  # built from older sources: another argument list
+            raise ImportError(f"stale build (interface {lib.vp_abi()}, the sources need {ABI}); rebuild it")
         fn = lib.vp_plan
         fn.restype = ctypes.c_int64
         fn.argtypes = [ctypes.c_void_p] * N_ARGS

@@ -188,6 +188,11 @@ static int by_key_desc(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
+/* Interface version of vp_plan (argument list and parameter slots); kernel.py refuses a build
+ * whose version differs (a stale build from older sources), so it never calls with the wrong arguments. */
+#define VP_ABI 2
+VP_EXPORT i64 vp_abi(void) { return VP_ABI; }
+
 VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
             const i64 *restrict col_ptr, const i64 *restrict col_shape, const double *restrict col_val,
             const double *restrict col_rate, const double *restrict dense_val, const double *restrict dense_rate,
