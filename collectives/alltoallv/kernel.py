@@ -25,17 +25,20 @@ from dataclasses import dataclass
 import numpy as np
 
 MODULE = "collectives.alltoallv._variopath_kernel"
+ABI = 2  # VP_ABI of variopath_kernel.c: the argument list below
 I64, F64 = np.dtype(np.int64), np.dtype(np.float64)
 _LOADED: dict[str, object] = {}  # explicit keyed cache: module name -> Kernel (or None: not built)
 
 # Integer and float parameter slots, in the order of the I_* and D_* enums of variopath_kernel.c.
 INT_PARAMS = ("N", "G", "g", "J", "P", "S", "sweeps", "beam", "reuse", "max_quanta", "weighted", "capped",
-              "max_acts", "max_rows", "rank_pressure_on", "dense", "row_budget", "R", "synth", "F", "n_res")
-FLOAT_PARAMS = ("tau0", "coarse", "max_rate", "rank_pressure", "pair_pressure", "overhead", "reuse_floor")
+              "max_acts", "max_rows", "rank_pressure_on", "dense", "row_budget", "R", "synth", "F", "n_res",
+              "pressure_power", "weighted_scores", "K")
+FLOAT_PARAMS = ("tau0", "coarse", "max_rate", "rank_pressure", "pair_pressure", "overhead", "reuse_floor", "node_pressure")
 # The read-only catalog arrays of vp_plan, in its argument order (after ip and dp).
 CATALOG_ARRAYS = ("groups", "gof", "col_ptr", "col_shape", "col_val", "col_rate", "dense_val", "dense_rate",
                   "fam_off", "fam_rid", "rates_u", "fam_rate", "fam_in", "start_src", "start_dst", "perms",
-                  "cap_out", "cap_in", "pi_ptr", "pi", "ir_ptr", "ir", "intra_rep", "inst_rate", "inst_rid")
+                  "cap_out", "cap_in", "pi_ptr", "pi", "ir_ptr", "ir", "intra_rep", "inst_rate", "inst_rid",
+                  "node_of", "node_cap_out", "node_cap_in")
 # Catalog rows the loop writes its online-synthesized family into (row F): passed a second time.
 WRITTEN_ARRAYS = ("fam_rate", "fam_in", "fam_rid")
 N_ARGS = 2 + len(CATALOG_ARRAYS) + len(WRITTEN_ARRAYS) + 2 + 6  # ip, dp, ..., syn/out_inst, rem, outputs
@@ -93,7 +96,8 @@ def catalog_sizes(ip: dict[str, int], arrays: dict[str, np.ndarray]) -> dict[str
             "start_dst": (I64, F * ip["S"] * N, True), "perms": (I64, ip["P"] * g, True),
             "cap_out": (F64, G, True), "cap_in": (F64, G, True), "pi_ptr": (I64, GG + 1, True),
             "pi": (I64, n_pi, False), "ir_ptr": (I64, n_inst + 1, True), "ir": (I64, n_ir, False),
-            "intra_rep": (I64, G, True), "inst_rate": (F64, n_inst, True), "inst_rid": (I64, n_inst, True)}
+            "intra_rep": (I64, G, True), "inst_rate": (F64, n_inst, True), "inst_rid": (I64, n_inst, True),
+            "node_of": (I64, N, True), "node_cap_out": (F64, ip["K"], True), "node_cap_in": (F64, ip["K"], True)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +118,9 @@ class Kernel:
             raise KernelArgumentError(f"vp_plan is missing catalog arrays {sorted(missing)}")
         for name, (dtype, size, exact) in catalog_sizes(params, arrays).items():
             check_array(name, arrays[name], dtype, size, exact=exact, writable=name in WRITTEN_ARRAYS)
+        node_of = arrays["node_of"]
+        if params["K"] < 1 or node_of.min() < 0 or node_of.max() >= params["K"]:
+            raise KernelArgumentError(f"vp_plan argument 'node_of' must hold node indices 0..K-1 (K = {params['K']})")
         return BoundKernel(self.fn, ip.copy(), params, {k: arrays[k] for k in CATALOG_ARRAYS})
 
 
@@ -154,6 +161,9 @@ def load_kernel(module: str = MODULE) -> Kernel | None:
         return _LOADED[module]
     try:
         lib = ctypes.CDLL(importlib.import_module(module).__file__)
+        lib.vp_abi.restype = ctypes.c_int64
+        if lib.vp_abi() != ABI:  # built from older sources: another argument list
+            raise ImportError(f"stale build (interface {lib.vp_abi()}, the sources need {ABI}); rebuild it")
         fn = lib.vp_plan
         fn.restype = ctypes.c_int64
         fn.argtypes = [ctypes.c_void_p] * N_ARGS

@@ -17,6 +17,12 @@ N ... 3N, i.e. k in [1, 3]).
 
 All families of one shape list their lanes in the same (source group, destination group) order,
 so a bucket is bound as one batch over (families x starts) in numpy.
+
+Ours (VarioPathParams): credits and EVALUATE weight each pair by its pressure -- the busiest
+ranks' remaining load as (load / max load)^p, the heaviest pairs, and, on several nodes, the
+remaining lower bound of the nodes' NIC traffic (a lane that keeps a bottleneck NIC busy weighs
+more than one inside a node) -- and the shape scores (Eq. 6) may use the weighted D̂, so the
+shape beam offers the AA families with lanes where the pressure is.
 """
 
 from __future__ import annotations
@@ -39,19 +45,19 @@ _FORBID = -1e30  # credit of a self-pair (i == j), never chosen while a derangem
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VarioPathParams:
-    # Defaults = conf/scheduler/variopath.yaml (chosen on the frontier in README.md:
-    # >= 98 % of the MILP optimum on small instances and planning <= 5 % of communication at 16 GPUs)
+    # Defaults = conf/scheduler/variopath.yaml (chosen on the tuning seeds of tuning.py, reported on
+    # its held-apart test seeds; docs/pcie-variopath.md)
     k_target_per_rank: float = 8.0  # K_target = k * N rounds (paper: N ... 3N); the tail's granularity
     n_start: int = 10  # N_start: AA starts per family
     aa_sweeps: int = 1  # I_AA: sweeps per start
     overhead_s: float = 0.0  # λ, per-activation overhead used in EVALUATE
     seed: int = 0
     assignment: str = "auto"  # "auto" | "lsa" | "enumerate" (see assignment.py)
-    rank_pressure: float = 4.0  # ours, 0 = paper: credits weighted by 1 + β (load_i + load_j) / (2 max load) ...
+    rank_pressure: float = 8.0  # ours, 0 = paper: credits weighted by 1 + β (u_i + v_j) / 2, u = (load / max load)^p ...
     pair_pressure: float = 4.0  # ... + γ D_ij / max D (ours, 0 = paper)
     weighted_utility: bool = True  # ours (False = paper): Eq. 10 counts pressure-weighted bytes
     shape_beam: int = 2  # shapes bound per activation: 1 = the paper's M* only; >1 also the next-best (one batch)
-    shape_score: str = "paper"  # "paper": Eq. 6; "capped" (ours): Σ_ad min(τ x lane rates, D̂_ad)
+    shape_score: str = "weighted"  # "paper": Eq. 6; "capped" (ours): Σ_ad min(τ x lane rates, D̂_ad); "weighted" (ours): Eq. 6 on Σ w_ij D_ij
     kernel: str = "auto"  # "auto": the compiled loop when it was built at install, else numpy; "numpy" | "c"
     coarse_rounds_per_rank: float = 1.5  # ours: >0 lets an activation last up to the remaining lower bound / (c N) (0 = paper: τ fixed)
     reuse: int = 2  # ours: activations taken from one AA run's bound channels (1 = the paper: re-bind every activation)
@@ -59,6 +65,8 @@ class VarioPathParams:
     synth_min_groups: int = 16  # ours, compiled loop only: >= this many rank groups -> also bind a family synthesized online from D̂ (0 = never)
     max_aa_rows: int = 256  # ours: (family, start) rows per AA batch; starts shrink for large beams
     max_quanta: int = 1  # ours: a chosen channel may carry up to this many quanta while its full lanes stay full
+    pressure_power: int = 4  # ours: rank loads enter the pressure weight as (load / max load)^p (1 = linear)
+    node_pressure: float = 8.0  # ours, 0 = off: + ν (T_out(node_i) + T_in(node_j)) / (2 T*) for pairs on different nodes
 
     def __post_init__(self) -> None:
         if not self.k_target_per_rank > 0:
@@ -74,8 +82,11 @@ class VarioPathParams:
         if self.reuse < 1 or not 0 <= self.reuse_floor <= 1 or self.coarse_rounds_per_rank < 0:
             raise SpecError(f"reuse={self.reuse} must be >= 1, reuse_floor={self.reuse_floor} in [0, 1], "
                             f"coarse_rounds_per_rank={self.coarse_rounds_per_rank} >= 0 (0 = off)")
-        if self.shape_score not in ("paper", "capped"):
-            raise SpecError(f"shape_score={self.shape_score!r}; choose paper (Eq. 6) or capped")
+        if self.shape_score not in ("paper", "capped", "weighted"):
+            raise SpecError(f"shape_score={self.shape_score!r}; choose paper (Eq. 6), capped or weighted")
+        if not (isinstance(self.pressure_power, int) and self.pressure_power >= 1) or self.node_pressure < 0:
+            raise SpecError(f"pressure_power={self.pressure_power!r} must be an integer >= 1 (1 = linear) and "
+                            f"node_pressure={self.node_pressure} >= 0 (0 = off)")
         if not (isinstance(self.max_quanta, int) and self.max_quanta >= 1):
             raise SpecError(f"max_quanta={self.max_quanta!r} must be an integer >= 1 (1 = one quantum per activation, the paper)")
         if self.assignment not in ("auto", "lsa", "enumerate"):
@@ -83,7 +94,8 @@ class VarioPathParams:
 
 
 def quantum_s(demand: np.ndarray, topology: ChannelTopology, k_target_per_rank: float,
-              group_caps: tuple[np.ndarray, np.ndarray] | None = None, max_rate_Bps: float | None = None) -> float:
+              group_caps: tuple[np.ndarray, np.ndarray] | None = None, max_rate_Bps: float | None = None,
+              onehot: np.ndarray | None = None) -> float:
     """τ such that the demand drains in about K_target = k * N rounds.
 
     The expected completion is a lower bound: the busiest rank at the fastest path rate and, when
@@ -94,9 +106,10 @@ def quantum_s(demand: np.ndarray, topology: ChannelTopology, k_target_per_rank: 
     t_est = max(d.sum(axis=1).max(), d.sum(axis=0).max()) / (max_rate_Bps or topology.max_rate_Bps())
     if group_caps is not None:
         cap_out, cap_in = group_caps
-        onehot = np.zeros((topology.n_ranks, topology.n_groups))
-        for a, grp in enumerate(topology.groups):
-            onehot[list(grp), a] = 1.0
+        if onehot is None:  # rank -> group indicator (N x G); a planner passes its own
+            onehot = np.zeros((topology.n_ranks, topology.n_groups))
+            for a, grp in enumerate(topology.groups):
+                onehot[list(grp), a] = 1.0
         dg = onehot.T @ d @ onehot
         np.fill_diagonal(dg, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -153,6 +166,7 @@ class VarioPathPlanner:
             cap_out = np.maximum(cap_out, (cross[:, :, None] * (b["lane_a"][None, :, None] == np.arange(G))).sum(1).max(0))
             cap_in = np.maximum(cap_in, (cross[:, :, None] * (b["lane_d"][None, :, None] == np.arange(G))).sum(1).max(0))
         self.group_caps = (np.where(cap_out > 0, cap_out, np.inf), np.where(cap_in > 0, cap_in, np.inf))
+        self._init_nodes()
         self._by_key = {k: {p.key: p for p in v} for k, v in topology.paths.items()}
         self._diag = np.arange(N) * (N + 1)
         self.cand_src = self.groups[np.arange(N) // g]  # lane k of every family leaves group k // g
@@ -182,6 +196,73 @@ class VarioPathPlanner:
         self.shape_val = np.concatenate(val)
         self.shape_rate = np.concatenate(prate)
         self.group_index = topology.group_of()
+        # weighted scores (ours): fractional, so summed in the compiled loop's order -- D̂ pair by
+        # pair in rank order (np.add.at is sequential), each shape's pairs in ascending code
+        # (padded columns, one position at a time) -- and both loops pick the same shapes
+        self.pair_code = (self.group_index[:, None] * G + self.group_index[None, :]).ravel()
+        lens = np.diff(self.shape_ptr)
+        pos = np.arange(len(self.shape_idx)) - np.repeat(self.shape_ptr[:-1], lens)
+        rows = np.repeat(np.arange(len(lens)), lens)
+        self.pad_idx = np.zeros((int(lens.max()), len(lens)), dtype=np.int64)
+        self.pad_val = np.zeros((int(lens.max()), len(lens)))
+        self.pad_idx[pos, rows], self.pad_val[pos, rows] = self.shape_idx, self.shape_val
+
+    def _init_nodes(self) -> None:
+        """Nodes and their best contention-free rates out and in (ours, ``node_pressure``): the
+        largest sum of lane rates leaving (entering) a node over the catalog's families."""
+        node_of = np.asarray(self.topology.nodes or (0,) * self.N, dtype=np.int64)
+        K = int(node_of.max()) + 1
+        gnode = node_of[self.groups[:, 0]]  # a rank group lies in one node (one PCIe switch)
+        cap_out, cap_in = np.zeros(K), np.zeros(K)
+        for b in self.bucket_arrays:
+            na, nd = gnode[b["lane_a"]], gnode[b["lane_d"]]
+            for n in range(K):
+                cap_out[n] = max(cap_out[n], float((((na == n) & (nd != n)) * b["rates"]).sum(axis=1).max()))
+                cap_in[n] = max(cap_in[n], float((((nd == n) & (na != n)) * b["rates"]).sum(axis=1).max()))
+        self.node_of, self.n_nodes = node_of, K
+        self.node_onehot = np.zeros((self.N, K))
+        self.node_onehot[np.arange(self.N), node_of] = 1.0
+        self.node_cross = node_of[:, None] != node_of[None, :]
+        # a node without cross lanes never has cross demand; 1.0 keeps the division defined
+        self.node_caps = (np.where(cap_out > 0, cap_out, 1.0), np.where(cap_in > 0, cap_in, 1.0))
+
+    def _node_weights(self, rem: np.ndarray, t_rank: float) -> np.ndarray:
+        """(T_out(n_i) + T_in(n_j)) / (2 T*) for pairs on different nodes, else 0 (ours): T = a
+        node's remaining bytes to (from) other nodes over its best contention-free rate out (in),
+        T* = the largest such time or the busiest rank's at the fastest rate (``t_rank``). With
+        NICs the bottleneck, a lane that keeps a NIC busy weighs more than one inside a node."""
+        dn = self.node_onehot.T @ rem @ self.node_onehot  # whole bytes: exact in any order
+        diag = np.diag(dn)
+        t_out = (dn.sum(axis=1) - diag) / self.node_caps[0]
+        t_in = (dn.sum(axis=0) - diag) / self.node_caps[1]
+        t_max = max(t_rank, float(t_out.max()), float(t_in.max()))
+        if not t_max > 0:
+            return np.zeros_like(rem)
+        return (t_out[self.node_of][:, None] + t_in[self.node_of][None, :]) / (2.0 * t_max) * self.node_cross
+
+    def _rank_weights(self, ls: np.ndarray, lr: np.ndarray) -> np.ndarray:
+        """1 + β (u_i + v_j) / 2 with u = (load / max load)^p (ours; p = 1: linear, the ranks that
+        bound the completion weigh most; larger p: only the nearly critical ones). Powers as
+        repeated products, as the compiled loop computes them."""
+        mx = max(ls.max(), lr.max())
+        p = self.params.pressure_power
+        if p == 1:
+            return 1.0 + self.params.rank_pressure * (ls[:, None] + lr[None, :]) / (2.0 * mx)
+        u, v = ls / mx, lr / mx
+        pu, pv = u, v
+        for _ in range(p - 1):
+            pu, pv = pu * u, pv * v
+        return 1.0 + self.params.rank_pressure * (pu[:, None] + pv[None, :]) / 2.0
+
+    def _weighted_scores(self, weighted: np.ndarray) -> np.ndarray:
+        """Eq. 6 on the pressure-weighted D̂ (ours): Σ_ad M_ad Σ_{i∈a, j∈d} w_ij D_ij, summed in
+        the compiled loop's order."""
+        dg = np.zeros(self.G * self.G)
+        np.add.at(dg, self.pair_code, weighted.ravel())
+        scores = np.zeros(self.pad_val.shape[1])
+        for idx, val in zip(self.pad_idx, self.pad_val):
+            scores += val * dg[idx]
+        return scores
 
     def _path(self, i: int, j: int, t: int):
         hit = self._paths.get((i, j, t))
@@ -389,7 +470,8 @@ class VarioPathPlanner:
         demand = check_demand(demand, self.N)
         t0, c0 = time.perf_counter(), time.process_time()
         rem = demand.astype(np.float64)
-        tau0 = quantum_s(demand, self.topology, self.params.k_target_per_rank, self.group_caps, self.max_rate_Bps)
+        tau0 = quantum_s(demand, self.topology, self.params.k_target_per_rank, self.group_caps, self.max_rate_Bps,
+                         self.onehot)
         raw = []  # (bytes, src, dst, instances) per activation: what the runtime needs
         guard = 50 * self.N * self.N + 100 * int(np.count_nonzero(demand)) + 1000
         kernel = self._kernel_fn()
@@ -445,13 +527,15 @@ class VarioPathPlanner:
             "fam_rate": np.concatenate([b["rates"] for b in self.bucket_arrays] + [np.ones((1, self.N))]),
             "rates_u": np.unique(np.concatenate([b["rates"].ravel() for b in self.bucket_arrays]
                                                 + [np.array([r.rate_Bps for r in self.catalog.instances])])),
-            "fam_in": np.concatenate([np.tile(b["in_lanes"].ravel(), (b["H"], 1)) for b in self.bucket_arrays]
-                                     + [np.zeros((1, self.N), dtype=np.int64)]),
+            "fam_in": np.concatenate([np.repeat(np.stack([b["in_lanes"].ravel() for b in self.bucket_arrays]),
+                                                [b["H"] for b in self.bucket_arrays], axis=0),
+                                      np.zeros((1, self.N), dtype=np.int64)]),
             "start_src": np.concatenate([b["src0"] for b in self.bucket_arrays]),
             "start_dst": np.concatenate([b["dst0"] for b in self.bucket_arrays]),
             "perms": np.ascontiguousarray(perms, dtype=np.int64),
             "cap_out": np.where(np.isfinite(cap_out), cap_out, 0.0), "cap_in": np.where(np.isfinite(cap_in), cap_in, 0.0),
             "fam_all": np.concatenate([b["fam"] for b in self.bucket_arrays]),
+            "node_of": self.node_of, "node_cap_out": self.node_caps[0], "node_cap_in": self.node_caps[1],
         }
         arr["fam_rid"] = np.searchsorted(arr["rates_u"], arr["fam_rate"])
         arr.update(self._synth_arrays(arr["rates_u"]))
@@ -510,9 +594,10 @@ class VarioPathPlanner:
         ip = np.array([N, self.G, self.g, len(self.bucket_arrays), len(arr["perms"]), p.n_start, p.aa_sweeps,
                        p.shape_beam, p.reuse, p.max_quanta, int(p.weighted_utility), int(p.shape_score == "capped"),
                        cap, arr["max_rows"], int(bool(p.rank_pressure)), arr["dense"], p.max_aa_rows,
-                       len(arr["rates_u"]), arr["synth"], len(arr["fam_all"]), arr["n_res"]], dtype=np.int64)
+                       len(arr["rates_u"]), arr["synth"], len(arr["fam_all"]), arr["n_res"], p.pressure_power,
+                       int(p.shape_score == "weighted"), self.n_nodes], dtype=np.int64)
         dp = np.array([tau0, p.coarse_rounds_per_rank * N, self.max_rate_Bps, p.rank_pressure, p.pair_pressure,
-                       p.overhead_s, p.reuse_floor], dtype=np.float64)
+                       p.overhead_s, p.reuse_floor, p.node_pressure], dtype=np.float64)
         return ip, dp
 
     def _decompose_kernel(self, kernel: Kernel, rem: np.ndarray, tau0: float, raw: list, guard: int) -> None:
@@ -545,6 +630,7 @@ class VarioPathPlanner:
         beam, max_quanta = self.params.shape_beam, self.params.max_quanta
         s_idx, s_val, s_rate, s_start = self.shape_idx, self.shape_val, self.shape_rate, self.shape_ptr[:-1]
         capped = self.params.shape_score == "capped"
+        weighted_scores = self.params.shape_score == "weighted"
         reuse_left, reuse_floor, util0 = 0, self.params.reuse_floor, 0.0
         self._pool = None
         start = len(raw)
@@ -567,7 +653,7 @@ class VarioPathPlanner:
             if coarse:
                 # ours: early activations may be longer (the remaining lower bound over c N rounds)
                 # and shrink to τ as the demand drains; fewer activations to plan
-                tau = max(tau0, quantum_s(rem, self.topology, coarse, self.group_caps, self.max_rate_Bps))
+                tau = max(tau0, quantum_s(rem, self.topology, coarse, self.group_caps, self.max_rate_Bps, onehot))
             q = rem * (1.0 / tau)
             q.flat[diag] = _FORBID
             w = None
@@ -575,11 +661,15 @@ class VarioPathPlanner:
                 # ours: the busiest ranks bound the completion (they must stay busy on fast paths
                 # to the end), so their lanes' credits count more in the binding
                 ls, lr = rem.sum(axis=1), rem.sum(axis=0)
-                w = 1.0 + self.params.rank_pressure * (ls[:, None] + lr[None, :]) / (2.0 * max(ls.max(), lr.max()))
+                w = self._rank_weights(ls, lr)
                 if self.params.pair_pressure:
                     w = w + self.params.pair_pressure * rem / rem.max()
+                if self.params.node_pressure and self.n_nodes > 1:
+                    w = w + self.params.node_pressure * self._node_weights(rem, max(ls.max(), lr.max()) / self.max_rate_Bps)
             dg = (onehot_t @ rem @ onehot).ravel()  # D̂ (Eq. 5)
-            if capped:
+            if weighted_scores and w is not None:
+                scores = self._weighted_scores(rem * w)
+            elif capped:
                 # ours: a shape can move at most τ x (its lanes' rate) per group pair in one
                 # activation; Eq. 6 keeps crediting lanes of a pair whose demand is nearly drained
                 scores = np.add.reduceat(np.minimum(s_rate * tau, dg[s_idx]), s_start)

@@ -32,8 +32,8 @@ typedef int64_t i64;
 #define SYNTH_PERIOD 4
 
 enum { I_N, I_G, I_g, I_J, I_P, I_S, I_SWEEPS, I_BEAM, I_REUSE, I_MAXQ, I_WEIGHTED, I_CAPPED, I_MAXACTS,
-       I_MAXROWS, I_RANKP_ON, I_DENSE, I_ROWBUDGET, I_R, I_SYNTH, I_F, I_NRES };
-enum { D_TAU0, D_COARSE, D_MAXRATE, D_RANKP, D_PAIRP, D_OVERHEAD, D_REUSEFLOOR };
+       I_MAXROWS, I_RANKP_ON, I_DENSE, I_ROWBUDGET, I_R, I_SYNTH, I_F, I_NRES, I_POWER, I_WSCORE, I_NNODES };
+enum { D_TAU0, D_COARSE, D_MAXRATE, D_RANKP, D_PAIRP, D_OVERHEAD, D_REUSEFLOOR, D_NODEP };
 
 /* The maximum-weight assignment of a g x g credit matrix v (rows = lanes, columns = candidate
  * GPUs) as the index of the best permutation in itertools.permutations order (the numpy path's
@@ -188,6 +188,11 @@ static int by_key_desc(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
+/* Interface version of vp_plan (argument list and parameter slots); kernel.py refuses a build
+ * whose version differs (a stale build from older sources), so it never calls with the wrong arguments. */
+#define VP_ABI 2
+VP_EXPORT i64 vp_abi(void) { return VP_ABI; }
+
 VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
             const i64 *restrict col_ptr, const i64 *restrict col_shape, const double *restrict col_val,
             const double *restrict col_rate, const double *restrict dense_val, const double *restrict dense_rate,
@@ -195,7 +200,8 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
             const double *fam_rate, const i64 *fam_in, const i64 *start_src, const i64 *start_dst,
             const i64 *perms, const double *cap_out, const double *cap_in,
             const i64 *pi_ptr, const i64 *pi, const i64 *ir_ptr, const i64 *ir, const i64 *intra_rep,
-            const double *inst_rate, const i64 *inst_rid, double *fam_rate_w, i64 *fam_in_w, i64 *fam_rid_w,
+            const double *inst_rate, const i64 *inst_rid, const i64 *node_of, const double *node_cap_out,
+            const double *node_cap_in, double *fam_rate_w, i64 *fam_in_w, i64 *fam_rid_w,
             i64 *syn_inst, i64 *out_inst,
             double *rem, double *out_x, i64 *out_src, i64 *out_dst, i64 *out_fam, i64 *status) {
     const i64 N = ip[I_N], G = ip[I_G], g = ip[I_g], J = ip[I_J], P = ip[I_P], S = ip[I_S];
@@ -203,8 +209,10 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
     const i64 weighted = ip[I_WEIGHTED], capped = ip[I_CAPPED], max_acts = ip[I_MAXACTS], max_rows = ip[I_MAXROWS];
     const i64 rank_on = ip[I_RANKP_ON], dense = ip[I_DENSE], row_budget = ip[I_ROWBUDGET], R = ip[I_R];
     const i64 synth = ip[I_SYNTH], F = ip[I_F], nres = ip[I_NRES];
+    const i64 power = ip[I_POWER], wscore = ip[I_WSCORE], K = ip[I_NNODES];
     const double tau0 = dp[D_TAU0], coarse = dp[D_COARSE], max_rate = dp[D_MAXRATE];
     const double rp = dp[D_RANKP], pp = dp[D_PAIRP], lambda = dp[D_OVERHEAD], reuse_floor = dp[D_REUSEFLOOR];
+    const double np_ = dp[D_NODEP];
     const i64 NN = N * N, GG = G * G;
 
     double *q = malloc(sizeof(double) * NN), *w = malloc(sizeof(double) * NN);
@@ -216,6 +224,9 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
     i64 *slot_dst = malloc(sizeof(i64) * N);  /* destination group of each synthesized lane */
     double *ls = malloc(sizeof(double) * N), *lr = malloc(sizeof(double) * N);
     double *dg = malloc(sizeof(double) * GG), *scores = malloc(sizeof(double) * J);
+    double *dgw = malloc(sizeof(double) * GG);  /* pressure-weighted D̂ (shape_score weighted) */
+    double *pu = malloc(sizeof(double) * N), *pv = malloc(sizeof(double) * N);
+    double *t_out = malloc(sizeof(double) * (K + 1)), *t_in = malloc(sizeof(double) * (K + 1));
     i64 *top = malloc(sizeof(i64) * (beam + 1));
     i64 *rsrc = malloc(sizeof(i64) * max_rows * N), *rdst = malloc(sizeof(i64) * max_rows * N);
     i64 *rfam = malloc(sizeof(i64) * max_rows);
@@ -237,6 +248,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
     i64 A = 0;
     *status = 1;
     const int use_w = rank_on != 0;
+    const int wsc = wscore && use_w;  /* weighted scores change with w: recomputed every activation */
 
     while (left > 0) {
         if (A >= max_acts) { *status = 2; break; }
@@ -305,10 +317,37 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
         for (i64 k = 0; k < NN; k++) q[k] = rem[k] * inv_tau;
         for (i64 i = 0; i < N; i++) q[i * N + i] = FORBID;
         if (use_w) {
+            /* rank terms (VarioPathPlanner._rank_weights): linear, or (load / max)^p as repeated products */
+            if (power > 1)
+                for (i64 i = 0; i < N; i++) {
+                    const double u = ls[i] / mx, vv = lr[i] / mx;
+                    double a = u, b = vv;
+                    for (i64 e = 1; e < power; e++) { a = a * u; b = b * vv; }
+                    pu[i] = a; pv[i] = b;
+                }
+            /* node terms (VarioPathPlanner._node_weights): each node's remaining bytes out (in) over its
+               best contention-free rate, over the largest such time or the busiest rank's */
+            double t_max = 0.0;
+            const int nodes_on = np_ != 0.0 && K > 1;
+            if (nodes_on) {
+                for (i64 c = 0; c < K; c++) { t_out[c] = 0.0; t_in[c] = 0.0; }
+                for (i64 i = 0; i < N; i++)
+                    for (i64 j = 0; j < N; j++)
+                        if (node_of[i] != node_of[j]) { t_out[node_of[i]] += rem[i * N + j]; t_in[node_of[j]] += rem[i * N + j]; }
+                t_max = mx / max_rate;
+                for (i64 c = 0; c < K; c++) {
+                    t_out[c] = t_out[c] / node_cap_out[c];
+                    t_in[c] = t_in[c] / node_cap_in[c];
+                    if (t_out[c] > t_max) t_max = t_out[c];
+                    if (t_in[c] > t_max) t_max = t_in[c];
+                }
+            }
             for (i64 i = 0; i < N; i++)
                 for (i64 j = 0; j < N; j++) {
-                    double x = 1.0 + rp * (ls[i] + lr[j]) / (2.0 * mx);
+                    double x = power > 1 ? 1.0 + rp * (pu[i] + pv[j]) / 2.0 : 1.0 + rp * (ls[i] + lr[j]) / (2.0 * mx);
                     if (pp != 0.0) x += pp * rem[i * N + j] / remmax;
+                    if (nodes_on && t_max > 0 && node_of[i] != node_of[j])
+                        x += np_ * ((t_out[node_of[i]] + t_in[node_of[j]]) / (2.0 * t_max));
                     w[i * N + j] = x;
                 }
         }
@@ -316,10 +355,16 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
         /* sparse shapes by group pair (column k lists the shapes with lanes on pair k): O(nnz),
            and consecutive updates hit different shapes, so they pipeline; every score still sums
            its pairs in ascending k */
-        if (!capped && have_scores) goto scored;  /* Eq. 6 scores are kept up to date incrementally */
+        if (!capped && !wsc && have_scores) goto scored;  /* Eq. 6 scores are kept up to date incrementally */
+        if (wsc) {  /* ours: Eq. 6 on the pressure-weighted D̂ (Σ w_ij D_ij per group pair) */
+            for (i64 k = 0; k < GG; k++) dgw[k] = 0.0;
+            for (i64 i = 0; i < N; i++)
+                for (i64 j = 0; j < N; j++) dgw[gof[i] * G + gof[j]] += rem[i * N + j] * w[i * N + j];
+        }
+        const double *dsc = wsc ? dgw : dg;
         for (i64 j = 0; j < J; j++) scores[j] = 0.0;
         for (i64 k = 0; k < GG; k++) {
-            const double dk = dg[k];
+            const double dk = dsc[k];
             if (dk == 0.0) continue;
             if (dense) {  /* few group pairs: the dense (GG x J) rows vectorize over shapes */
                 const double *restrict sk = (capped ? dense_rate : dense_val) + k * J;
@@ -339,7 +384,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
                 for (i64 e = col_ptr[k]; e < col_ptr[k + 1]; e++) scores[col_shape[e]] += col_val[e] * dk;
             }
         }
-        have_scores = !capped;
+        have_scores = !capped && !wsc;
     scored:;
         i64 ntop = 0;
         {
@@ -538,7 +583,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
         A++;
     }
     free(q); free(w); free(cred); free(rused); free(pused); free(rtouched); free(order);
-    free(la); free(ld); free(li); free(srcfree); free(dstfree); free(outc); free(slot_dst); free(ls); free(lr); free(dg); free(scores); free(top);
+    free(la); free(ld); free(li); free(srcfree); free(dstfree); free(outc); free(slot_dst); free(ls); free(lr); free(dg); free(scores); free(dgw); free(pu); free(pv); free(t_out); free(t_in); free(top);
     free(rsrc); free(rdst); free(rfam); free(f); free(fbest); free(v);
     free(psrc); free(pdst); free(pfam); free(pcap); free(pw); free(pr); free(dpair); free(touched);
     return A;

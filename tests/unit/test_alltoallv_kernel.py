@@ -169,7 +169,7 @@ def test_malformed_parameters_and_demand_are_refused():
     kernel, ip, dp, arrays, rem = bound_inputs()
     with pytest.raises(KernelArgumentError, match="'ip' has dtype float64"):
         kernel.bind(ip.astype(np.float64), arrays)
-    with pytest.raises(KernelArgumentError, match="'ip' has 20 elements"):
+    with pytest.raises(KernelArgumentError, match=f"'ip' has {len(ip) - 1} elements"):
         kernel.bind(ip[:-1].copy(), arrays)
     wrong_n = ip.copy()
     wrong_n[0] = 9
