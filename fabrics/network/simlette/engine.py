@@ -3,10 +3,10 @@
 Design, for speed and for the deferred latency accounting of Appendix C.5:
 
 * No SimPy processes. Every output port (= simulator link) is a small state machine driven by
-  raw events on one heap ordered as SimPy orders its queue - (time, priority, insertion count) -
-  so events at equal times run in SimPy's order. A port event is a bare ``(time, key, link)``
-  entry handled inline by the loop of ``run`` (no event object, no callback call); only the
-  collective runner's events (call starts, phase entries) are callbacks. The environment's clock
+  raw events in SimPy's order (time, priority, insertion count), so events at equal times run
+  in the order SimPy would run them. A port event is a bare link id in a per-time FIFO, handled
+  inline by the loop of ``run`` (no event object, no callback call); only the collective
+  runner's events (call starts, phase entries) are callbacks. The environment's clock
   (``env.now``) is kept for those callbacks.
 * Deferred accounting: when a port puts data on its link, the data is handed to the next stage
   *at once*, stamped with the time it will be ready there (end of serialization + cable +
@@ -47,11 +47,6 @@ from fabrics.network.simlette.params import SimletteParams
 from fabrics.network.simlette.routing import SimFabric
 
 REQUEST, RESPONSE = 0, 1
-# SimPy's priorities: URGENT events precede NORMAL ones at equal times. A heap key is the
-# insertion count, shifted below every NORMAL key for URGENT events: (time, key) orders exactly
-# as SimPy's (time, priority, eid).
-_URGENT_SHIFT = 1 << 62
-_CALLBACK = -1  # the link field of a callback event
 
 # A unit - what sits in a port queue: ``nflits`` flits of one message on one path, ready at
 # ``ready`` - is a list (cheaper to make and to read than an object in the hot loop):
@@ -78,9 +73,17 @@ class Engine:
 
     def __init__(self, fabric: SimFabric, params: SimletteParams, env: simpy.Environment | None = None):
         self.env = env if env is not None else simpy.Environment()
-        self._queue: list = []  # (time, key, link): link >= 0 a port wake, _CALLBACK a runner callback
-        self._eid = count()
-        self._callbacks: dict[int, tuple] = {}  # key -> (callback, arg)
+        # The event queue, in SimPy's order (time, priority, insertion count): a heap of the distinct
+        # pending times and, per time, a FIFO of its events - URGENT ones first, then NORMAL ones in
+        # insertion order. Collective schedules make most events share their time with thousands
+        # of others (lock-step ports), so most pushes and pops are a dict lookup and a deque append
+        # or popleft instead of a heap operation. An event is a link id >= 0 (wake that port) or
+        # -c (run callback c).
+        self._times: list[float] = []
+        self._buckets: dict[float, deque] = {}
+        self._urgent: dict[float, int] = {}  # time -> URGENT events still at the front of its FIFO
+        self._callbacks: dict[int, tuple] = {}  # c -> (callback, arg, urgent)
+        self._cid = count(1)
         self.fabric = fabric
         self.params = params
         n = fabric.n_links
@@ -112,10 +115,34 @@ class Engine:
 
     # --- scheduling -------------------------------------------------------------------------
     def at(self, t: float, callback, arg=None, priority: int = 1) -> None:
-        """Run ``callback(arg)`` at absolute simulated time ``t`` (>= now); priority 0 = SimPy URGENT."""
-        key = next(self._eid) - (_URGENT_SHIFT if priority == 0 else 0)
-        self._callbacks[key] = (callback, arg)
-        heappush(self._queue, (t, key, _CALLBACK))
+        """Run ``callback(arg)`` at absolute simulated time ``t`` (>= now); priority 0 = SimPy URGENT
+        (before every NORMAL event at ``t``, after the URGENT ones already there)."""
+        c = next(self._cid)
+        urgent = priority == 0
+        self._callbacks[c] = (callback, arg, urgent)
+        if not urgent:
+            self._push(t, -c)
+            return
+        b = self._buckets.get(t)
+        if b is None:
+            self._push(t, -c)
+            self._urgent[t] = 1
+        else:
+            i = self._urgent.get(t, 0)
+            b.insert(i, -c)
+            self._urgent[t] = i + 1
+
+    def _push(self, t: float, event: int) -> None:
+        b = self._buckets.get(t)
+        if b is None:
+            self._buckets[t] = deque((event,))
+            heappush(self._times, t)
+        else:
+            b.append(event)
+
+    def pending(self) -> bool:
+        """Whether any event is still queued."""
+        return any(self._buckets.values())
 
     def _ensure_wake(self, link: int, t: float) -> None:
         now = self.env._now
@@ -123,7 +150,7 @@ class Engine:
         if now <= w <= t:
             return
         self.wake_at[link] = t
-        heappush(self._queue, (t, next(self._eid), link))
+        self._push(t, link)
 
     # --- injection --------------------------------------------------------------------------
     def inject(self, msg: Message, nbytes: int, ready_s: float) -> None:
@@ -148,14 +175,14 @@ class Engine:
         base, extra = divmod(nfl, P)
         k = min(nfl, P)
         last_i = (nfl - 1) % P
-        shares = [(count * dl, count, dl) for count in (base + (1 if i < extra else 0) for i in range(k))]
-        count = shares[last_i][1]
-        shares[last_i] = ((count - 1) * dl + last, count, last)
+        shares = [(flits * dl, flits, dl) for flits in (base + (1 if i < extra else 0) for i in range(k))]
+        flits = shares[last_i][1]
+        shares[last_i] = ((flits - 1) * dl + last, flits, last)
         self._enqueue_all(shares, fabric.paths(src, dst, ptr, k), msg, ready_s)
 
     def _enqueue_all(self, shares, paths, msg: Message, ready: float) -> None:
         """Queue one unit per (bytes, flits, last-flit bytes) share on the first link of its path, in order."""
-        queues, busy_until, wake_at = self.queues, self.busy_until, self.wake_at
+        queues, busy_until, wake_at, push = self.queues, self.busy_until, self.wake_at, self._push
         now = self.env._now
         for (nbytes, nflits, last), path in zip(shares, paths):
             unit = [ready, msg, path, 0, nbytes, nflits, last]
@@ -176,7 +203,7 @@ class Engine:
             w = wake_at[link]
             if not now <= w <= t:
                 wake_at[link] = t
-                heappush(self._queue, (t, next(self._eid), link))
+                push(t, link)
 
     @staticmethod
     def _insert_sorted(q: deque, unit: list) -> None:
@@ -321,37 +348,45 @@ class Engine:
                 gc.enable()
 
     def _run_limited(self) -> None:
-        q = self._queue
         env = self.env
-        callbacks = self._callbacks
+        times, buckets, urgent, callbacks = self._times, self._buckets, self._urgent, self._callbacks
         wake_at = self.wake_at
         try_start = self._try_start
         n = 0
-        while q:
-            now, key, link = heappop(q)
+        stop = False
+        while times and not stop:
+            now = times[0]
             env._now = now
-            n += 1
-            if link < 0:
-                cb, arg = callbacks.pop(key)
-                cb(arg)
+            b = buckets[now]
+            while b:
+                link = b.popleft()
+                n += 1
+                if link < 0:
+                    cb, arg, urg = callbacks.pop(-link)
+                    if urg:
+                        urgent[now] -= 1
+                    cb(arg)
+                else:
+                    if wake_at[link] == now:
+                        wake_at[link] = inf
+                    try_start(link)
                 if self.stop:
+                    stop = True
                     break
-                continue
-            if wake_at[link] == now:
-                wake_at[link] = inf
-            try_start(link)
-            if self.stop:
-                break
+            if not b:
+                heappop(times)
+                del buckets[now]
+                urgent.pop(now, None)
         self.events += n
 
     def _run_unlimited(self) -> None:
         """The port loop without credits (unlimited buffers), inlined: the hot loop of both modes.
 
         Same semantics as ``_try_start`` without credits (tests compare both paths). Float
-        expressions are written in the order of ``_try_start`` so both give the same bits."""
-        q = self._queue
+        expressions are written in the order of ``_try_start`` so both give the same bits; pushes
+        are ``_push`` inlined."""
         env = self.env
-        callbacks = self._callbacks
+        times, buckets, urgent, callbacks = self._times, self._buckets, self._urgent, self._callbacks
         wake_at = self.wake_at
         busy_until = self.busy_until
         queues = self.queues
@@ -359,109 +394,133 @@ class Engine:
         after_s = self.after
         bytes_sent = self.bytes_sent
         busy_s = self.busy_s
-        eid = self._eid
         flit = self.flit_mode
         dl = self.dl
-        pop, push = heappop, heappush
         n = 0
+        stop = False
         now = env._now
-        while q:
-            now, key, link = pop(q)
-            n += 1
-            if link < 0:
-                env._now = now
-                cb, arg = callbacks.pop(key)
-                cb(arg)
-                if self.stop:
-                    break
-                continue
-            if wake_at[link] == now:
-                wake_at[link] = inf
-            bu = busy_until[link]
-            if bu > now:
-                w = wake_at[link]
-                if not now <= w <= bu:
-                    wake_at[link] = bu
-                    push(q, (bu, next(eid), link))
-                continue
-            pq = queues[link]
-            if not pq:
-                continue
-            u = pq[0]
-            ready = u[0]  # READY
-            if ready > now:
-                w = wake_at[link]
-                if not now <= w <= ready:
-                    wake_at[link] = ready
-                    push(q, (ready, next(eid), link))
-                continue
-            inv = inv_rate[link]
-            path = u[2]  # PATH
-            hop = u[3] + 1  # HOP of the next stage
-            after = after_s[link]
-            if flit and u[5] > 1:  # NFLITS: one DL flit leaves, the unit stays at the head
-                size = dl
-                u[5] -= 1
-                u[4] -= size  # NBYTES
-                ser = size * inv
-                end = now + ser
-                nxt = [end + after, u[1], path, hop, size, 1, size] if hop < len(path) else None
-            else:
-                pq.popleft()
-                size = u[4]
-                ser = size * inv
-                end = now + ser
-                if hop < len(path):
-                    u[0] = now + ((dl if u[5] > 1 else size) * inv) + after
-                    u[3] = hop
-                    nxt = u
-                else:
-                    nxt = None
-            busy_until[link] = end
-            bytes_sent[link] += size
-            busy_s[link] += ser
-            if nxt is not None:
-                nl = path[hop]
-                nq = queues[nl]
-                if nq is None:
-                    nq = queues[nl] = deque()
-                ready = nxt[0]
-                if nq and nq[-1][0] > ready:
-                    i = len(nq)
-                    while i > 0 and nq[i - 1][0] > ready:
-                        i -= 1
-                    nq.insert(i, nxt)
-                else:
-                    nq.append(nxt)
-                t = busy_until[nl]
-                h = nq[0][0]
-                if h > t:
-                    t = h
-                if t < now:
-                    t = now
-                w = wake_at[nl]
-                if not now <= w <= t:
-                    wake_at[nl] = t
-                    push(q, (t, next(eid), nl))
-            else:
-                msg = u[1]
-                arrival = end + after
-                msg.remaining -= size
-                if arrival > msg.arrival:
-                    msg.arrival = arrival
-                if msg.remaining <= 0:
+        while times and not stop:
+            now = times[0]
+            b = buckets[now]
+            while b:
+                link = b.popleft()
+                n += 1
+                if link < 0:
                     env._now = now
-                    msg.on_arrival(msg)
-                    if self.stop:  # finish this event as the loop below would, then stop
-                        if pq and not now <= wake_at[link] <= end:
-                            wake_at[link] = end
-                            push(q, (end, next(eid), link))
+                    cb, arg, urg = callbacks.pop(-link)
+                    if urg:
+                        urgent[now] -= 1
+                    cb(arg)
+                    if self.stop:
+                        stop = True
                         break
-            if pq:
-                w = wake_at[link]
-                if not now <= w <= end:
-                    wake_at[link] = end
-                    push(q, (end, next(eid), link))
+                    continue
+                if wake_at[link] == now:
+                    wake_at[link] = inf
+                bu = busy_until[link]
+                if bu > now:
+                    w = wake_at[link]
+                    if not now <= w <= bu:
+                        wake_at[link] = bu
+                        wb = buckets.get(bu)
+                        if wb is None:
+                            buckets[bu] = deque((link,))
+                            heappush(times, bu)
+                        else:
+                            wb.append(link)
+                    continue
+                pq = queues[link]
+                if not pq:
+                    continue
+                u = pq[0]
+                ready = u[0]  # READY
+                if ready > now:
+                    w = wake_at[link]
+                    if not now <= w <= ready:
+                        wake_at[link] = ready
+                        wb = buckets.get(ready)
+                        if wb is None:
+                            buckets[ready] = deque((link,))
+                            heappush(times, ready)
+                        else:
+                            wb.append(link)
+                    continue
+                inv = inv_rate[link]
+                path = u[2]  # PATH
+                hop = u[3] + 1  # HOP of the next stage
+                after = after_s[link]
+                if flit and u[5] > 1:  # NFLITS: one DL flit leaves, the unit stays at the head
+                    size = dl
+                    u[5] -= 1
+                    u[4] -= size  # NBYTES
+                    ser = size * inv
+                    end = now + ser
+                    nxt = [end + after, u[1], path, hop, size, 1, size] if hop < len(path) else None
+                else:
+                    pq.popleft()
+                    size = u[4]
+                    ser = size * inv
+                    end = now + ser
+                    if hop < len(path):
+                        u[0] = now + ((dl if u[5] > 1 else size) * inv) + after
+                        u[3] = hop
+                        nxt = u
+                    else:
+                        nxt = None
+                busy_until[link] = end
+                bytes_sent[link] += size
+                busy_s[link] += ser
+                if nxt is not None:
+                    nl = path[hop]
+                    nq = queues[nl]
+                    if nq is None:
+                        nq = queues[nl] = deque()
+                    ready = nxt[0]
+                    if nq and nq[-1][0] > ready:
+                        self._insert_sorted(nq, nxt)
+                    else:
+                        nq.append(nxt)
+                    t = busy_until[nl]
+                    h = nq[0][0]
+                    if h > t:
+                        t = h
+                    if t < now:
+                        t = now
+                    w = wake_at[nl]
+                    if not now <= w <= t:
+                        wake_at[nl] = t
+                        wb = buckets.get(t)
+                        if wb is None:
+                            buckets[t] = deque((nl,))
+                            heappush(times, t)
+                        else:
+                            wb.append(nl)
+                else:
+                    msg = u[1]
+                    arrival = end + after
+                    msg.remaining -= size
+                    if arrival > msg.arrival:
+                        msg.arrival = arrival
+                    if msg.remaining <= 0:
+                        env._now = now
+                        msg.on_arrival(msg)
+                        stop = self.stop  # finish this event as below, then stop
+                if pq:
+                    w = wake_at[link]
+                    if not now <= w <= end:
+                        wake_at[link] = end
+                        wb = buckets.get(end)
+                        if wb is None:
+                            buckets[end] = deque((link,))
+                            heappush(times, end)
+                        else:
+                            wb.append(link)
+                if stop:
+                    break
+            if not b:
+                heappop(times)
+                del buckets[now]
+                urgent.pop(now, None)
         env._now = now
         self.events += n
 
