@@ -98,6 +98,7 @@ class Engine:
         self.bytes_sent = [0] * n
         self.busy_s = [0.0] * n
         self.spray: dict = {}
+        self._splits: dict[tuple[int, int], tuple] = {}  # (payload bytes, paths) -> _split
         self.per_source = params.spray == "source"
         self.events = 0
         cap = params.buffer_flits
@@ -155,30 +156,40 @@ class Engine:
     # --- injection --------------------------------------------------------------------------
     def inject(self, msg: Message, nbytes: int, ready_s: float) -> None:
         """Split ``msg`` (``nbytes`` payload) into DL flits sprayed over its paths; ready at ``ready_s``."""
-        tl, dl = self.tl, self.dl
-        wire = -(-nbytes // tl) * tl if nbytes > tl else tl
-        msg.remaining = wire
-        nfl = -(-wire // dl)
-        last = wire - dl * (nfl - 1)
         fabric = self.fabric
         src, dst = msg.src, msg.dst
         P = fabric.n_paths(src, dst)
-        if P == 1:
-            self._enqueue_all(((wire, nfl, last),), fabric.paths(src, dst, 0, 1), msg, ready_s)
-            return
-        key = fabric.spray_key(src, dst)
-        ptr = self.spray.get(key, 0) % P if self.per_source else 0  # P differs by destination (racks)
-        self.spray[key] = (ptr + nfl) % P
-        if nfl == 1:
-            self._enqueue_all(((wire, 1, last),), fabric.paths(src, dst, ptr, 1), msg, ready_s)
-            return
+        split = self._splits.get((nbytes, P))
+        if split is None:
+            split = self._splits[(nbytes, P)] = self._split(nbytes, P)
+        wire, nfl, shares = split
+        msg.remaining = wire
+        ptr = 0
+        if P > 1:
+            key = fabric.spray_key(src, dst)
+            if self.per_source:
+                ptr = self.spray.get(key, 0) % P  # P differs by destination (racks)
+            self.spray[key] = (ptr + nfl) % P
+        self._enqueue_all(shares, fabric.paths(src, dst, ptr, len(shares)), msg, ready_s)
+
+    def _split(self, nbytes: int, P: int) -> tuple[int, int, tuple]:
+        """(wire bytes, DL flits, per-path shares) of an ``nbytes`` message sprayed over P paths.
+
+        A share is (bytes, flits, bytes of its last flit); path i of the round gets every P-th flit,
+        so the first ``extra`` paths carry one flit more, and the share holding the message's last
+        flit ends short (no padding on the wire)."""
+        tl, dl = self.tl, self.dl
+        wire = -(-nbytes // tl) * tl if nbytes > tl else tl
+        nfl = -(-wire // dl)
+        last = wire - dl * (nfl - 1)
+        if P == 1 or nfl == 1:
+            return wire, nfl, ((wire, nfl, last),)
         base, extra = divmod(nfl, P)
-        k = min(nfl, P)
+        shares = [(flits * dl, flits, dl) for flits in (base + (1 if i < extra else 0) for i in range(min(nfl, P)))]
         last_i = (nfl - 1) % P
-        shares = [(flits * dl, flits, dl) for flits in (base + (1 if i < extra else 0) for i in range(k))]
         flits = shares[last_i][1]
         shares[last_i] = ((flits - 1) * dl + last, flits, last)
-        self._enqueue_all(shares, fabric.paths(src, dst, ptr, k), msg, ready_s)
+        return wire, nfl, tuple(shares)
 
     def _enqueue_all(self, shares, paths, msg: Message, ready: float) -> None:
         """Queue one unit per (bytes, flits, last-flit bytes) share on the first link of its path, in order."""
