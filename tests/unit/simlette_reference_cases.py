@@ -48,12 +48,14 @@ VARIANTS = {  # suffix -> network overrides
 
 
 def cases() -> list[dict]:
+    """Every base case in every variant and both modes; the default suite runs one variant per base
+    case (rotating, so every variant and fabric kind is in it), the rest are ``slow``."""
     out = []
-    for name, fab, net, coll, size, group in _BASE:
-        for suffix, extra in VARIANTS.items():
+    for b, (name, fab, net, coll, size, group) in enumerate(_BASE):
+        for v, (suffix, extra) in enumerate(VARIANTS.items()):
             for mode in ("optimized", "flit"):
                 out.append({"name": f"{name}{suffix}_{mode}", "fabric": fab, "network": {**net, **extra, "mode": mode},
-                            "collective": coll, "bytes": size, "group": group, "slow": False})
+                            "collective": coll, "bytes": size, "group": group, "slow": v != b % len(VARIANTS)})
     # the paper's case (Section 5, C.5): 256 x 8 ports, 40 KiB one-shot all-reduce, 64 flits a message
     for mode in ("optimized", "flit"):
         for suffix, extra in (("", {}), ("_buf4k", {"buffer_bytes": 4 * KIB})):

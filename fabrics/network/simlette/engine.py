@@ -146,12 +146,20 @@ class Engine:
         return any(self._buckets.values())
 
     def _ensure_wake(self, link: int, t: float) -> None:
-        now = self.env._now
-        w = self.wake_at[link]
-        if now <= w <= t:
+        self._wake_by(link, t, self.env._now)
+
+    def _wake_by(self, link: int, t: float, now: float) -> None:
+        """Make sure ``link`` wakes at ``t`` or earlier (but not before ``now``); ``_push`` inlined."""
+        wake_at = self.wake_at
+        if now <= wake_at[link] <= t:
             return
-        self.wake_at[link] = t
-        self._push(t, link)
+        wake_at[link] = t
+        b = self._buckets.get(t)
+        if b is None:
+            self._buckets[t] = deque((link,))
+            heappush(self._times, t)
+        else:
+            b.append(link)
 
     # --- injection --------------------------------------------------------------------------
     def inject(self, msg: Message, nbytes: int, ready_s: float) -> None:
@@ -242,18 +250,17 @@ class Engine:
         self._ensure_wake(link, t if t > now else now)
 
     # --- the port, with credits (finite buffers) --------------------------------------------
-    def _try_start(self, link: int) -> None:
-        now = self.env._now
+    def _try_start(self, link: int, now: float) -> None:
         bu = self.busy_until[link]
         if bu > now:
-            self._ensure_wake(link, bu)
+            self._wake_by(link, bu, now)
             return
         q = self.queues[link]
         if not q:
             return
         u = q[0]
         if u[READY] > now:
-            self._ensure_wake(link, u[READY])
+            self._wake_by(link, u[READY], now)
             return
         dl = self.dl
         if self.flit_mode:
@@ -274,7 +281,7 @@ class Engine:
             if self.stall_since[link] is None:
                 self.stall_since[link] = now
             if rq:
-                self._ensure_wake(link, rq[0][0])
+                self._wake_by(link, rq[0][0], now)
             else:
                 self.waiting[link] = True
             return
@@ -325,7 +332,7 @@ class Engine:
             if msg.remaining <= 0:
                 msg.on_arrival(msg)
         if q:
-            self._ensure_wake(link, end)
+            self._wake_by(link, end, now)
 
     def _credit_back(self, ch: int, link: int, t: float, n: int) -> None:
         rq = self.returns[ch][link]
@@ -380,7 +387,7 @@ class Engine:
                 else:
                     if wake_at[link] == now:
                         wake_at[link] = inf
-                    try_start(link)
+                    try_start(link, now)
                 if self.stop:
                     stop = True
                     break
@@ -391,11 +398,8 @@ class Engine:
         self.events += n
 
     def _run_unlimited(self) -> None:
-        """The port loop without credits (unlimited buffers), inlined: the hot loop of both modes.
-
-        Same semantics as ``_try_start`` without credits (tests compare both paths). Float
-        expressions are written in the order of ``_try_start`` so both give the same bits; pushes
-        are ``_push`` inlined."""
+        """The port loop without credits, inlined (the hot loop of both modes): ``_try_start``
+        without credits, float expressions in its order (same bits), ``_push`` inlined."""
         env = self.env
         times, buckets, urgent, callbacks = self._times, self._buckets, self._urgent, self._callbacks
         wake_at = self.wake_at
@@ -429,33 +433,14 @@ class Engine:
                 if wake_at[link] == now:
                     wake_at[link] = inf
                 bu = busy_until[link]
-                if bu > now:
-                    w = wake_at[link]
-                    if not now <= w <= bu:
-                        wake_at[link] = bu
-                        wb = buckets.get(bu)
-                        if wb is None:
-                            buckets[bu] = deque((link,))
-                            heappush(times, bu)
-                        else:
-                            wb.append(link)
-                    continue
                 pq = queues[link]
-                if not pq:
+                if bu > now or not pq or pq[0][0] > now:  # busy, nothing queued, head not ready (READY)
+                    if bu > now:
+                        self._wake_by(link, bu, now)
+                    elif pq:
+                        self._wake_by(link, pq[0][0], now)
                     continue
                 u = pq[0]
-                ready = u[0]  # READY
-                if ready > now:
-                    w = wake_at[link]
-                    if not now <= w <= ready:
-                        wake_at[link] = ready
-                        wb = buckets.get(ready)
-                        if wb is None:
-                            buckets[ready] = deque((link,))
-                            heappush(times, ready)
-                        else:
-                            wb.append(link)
-                    continue
                 inv = inv_rate[link]
                 path = u[2]  # PATH
                 hop = u[3] + 1  # HOP of the next stage
