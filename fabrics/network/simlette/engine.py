@@ -7,7 +7,10 @@ Design, for speed and for the deferred latency accounting of Appendix C.5:
   in the order SimPy would run them. A port event is a bare link id in a per-time FIFO, handled
   inline by the loop of ``run`` (no event object, no callback call); only the collective
   runner's events (call starts, phase entries) are callbacks. The environment's clock
-  (``env.now``) is kept for those callbacks.
+  (``env.now``) is kept for those callbacks. The order is part of the model: units with equal
+  ready times queue at a port in the order their events ran, so an engine that skipped or
+  merged events (e.g. sent a port's next unit without waking it) would break ties differently
+  and change results; this one keeps every event and makes each cheap.
 * Deferred accounting: when a port puts data on its link, the data is handed to the next stage
   *at once*, stamped with the time it will be ready there (end of serialization + cable +
   switch / pass-through, or + sink latency at the destination). Simulated time advances only
@@ -501,7 +504,7 @@ class Engine:
                         env._now = now
                         msg.on_arrival(msg)
                         stop = self.stop  # finish this event as below, then stop
-                if pq:
+                if pq:  # the same push as the downstream one above: _wake_by inlined twice, on purpose
                     w = wake_at[link]
                     if not now <= w <= end:
                         wake_at[link] = end
