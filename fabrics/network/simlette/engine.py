@@ -480,13 +480,11 @@ class Engine:
                     else:
                         nq.append(nxt)
                     t = busy_until[nl]
-                    h = nq[0][0]
-                    if h > t:
-                        t = h
+                    if nq[0][0] > t:
+                        t = nq[0][0]
                     if t < now:
                         t = now
-                    w = wake_at[nl]
-                    if not now <= w <= t:
+                    if not now <= wake_at[nl] <= t:
                         wake_at[nl] = t
                         wb = buckets.get(t)
                         if wb is None:
@@ -505,8 +503,7 @@ class Engine:
                         msg.on_arrival(msg)
                         stop = self.stop  # finish this event as below, then stop
                 if pq:  # the same push as the downstream one above: _wake_by inlined twice, on purpose
-                    w = wake_at[link]
-                    if not now <= w <= end:
+                    if not now <= wake_at[link] <= end:
                         wake_at[link] = end
                         wb = buckets.get(end)
                         if wb is None:
