@@ -141,7 +141,7 @@ def _run_child(tree: Path, mode: str, n: int, schedule: str) -> dict:
     return res
 
 
-def before_after(rev: str, repeat: int, n: int = 256) -> None:
+def before_after(rev: str, repeat: int, n: int = 256, cases=BEFORE_AFTER_CASES) -> None:
     """The paper's case on the tree of ``rev`` and on this tree, alternating, medians side by side."""
     with tempfile.TemporaryDirectory(prefix="simlette_before_") as tmp:
         before = Path(tmp)
@@ -151,7 +151,7 @@ def before_after(rev: str, repeat: int, n: int = 256) -> None:
         ceilings = []
         print(f"{n} accelerators x 8 ports, single_eps, 40 KiB all-reduce; before = {rev}, after = this tree; "
               f"medians of {repeat} runs, each in a fresh process (build + simulate, beyond start-up)", flush=True)
-        for mode, schedule in BEFORE_AFTER_CASES:
+        for mode, schedule in cases:
             runs: dict[str, list[dict]] = {k: [] for k in trees}
             for _ in range(repeat):
                 for name, tree in trees.items():
@@ -186,11 +186,13 @@ def main() -> None:
                     help="decode-step fabrics (comma list; 512 of 576 accelerators on the two-level ones)")
     ap.add_argument("--before", metavar="REV", default=None,
                     help="time the paper's case on git revision REV and on this tree side by side, then stop")
+    ap.add_argument("--cases", default=",".join(f"{m}:{s}" for m, s in BEFORE_AFTER_CASES),
+                    help="with --before: mode:schedule list (schedule auto = the model's choice)")
     args = ap.parse_args()
     if args.core is not None:
         os.sched_setaffinity(0, {args.core})
     if args.before:
-        before_after(args.before, max(1, args.repeat))
+        before_after(args.before, max(1, args.repeat), cases=[tuple(c.split(":")) for c in args.cases.split(",")])
         return
     print("paper (Ryzen 9 9950X core): 256 acc one-shot 40 KiB: flit 827 s, optimized 90 s (9.2x); "
           "targets here: flit <= 90 s, optimized <= 9 s, decode step <= 60 s", flush=True)
