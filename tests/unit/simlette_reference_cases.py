@@ -1,12 +1,14 @@
 """Reference cases of Simlette's two modes: what they must keep giving while the engine gets faster.
 
 ``outputs(case)`` runs one case and returns its observable results: completion times, the schedule,
-the last credit return, and every used link's bytes, busy time and credit-stall time (in full for
-a digest of their exact values, plus totals). The reference data in
+the last credit return, and every used link's bytes, busy time and credit-stall time (as a digest
+of their exact values, plus totals). The reference data in
 ``tests/data/simlette_reference.json`` was written by this module from the engine *before* its speed
 work (``python tests/unit/simlette_reference_cases.py --write``), and the test compares the
 current engine's outputs with it exactly (``test_simlette_reference.py``). The event count is
-recorded for information only: it is what the speed work reduces.
+recorded for information only. ``--write`` is for adding cases: it rewrites every entry from the
+engine at hand, so run it from the revision the data came from (6f183eb), never to make a changed
+engine pass.
 """
 
 from __future__ import annotations
