@@ -11,29 +11,43 @@ and the wall time of one Megatron 5T decode step at world 512 (single-level EPS,
 the 576 accelerators of all_eps, hybrid and all_ocs; optimized mode) with the reuse statistics and
 the analytical model's step for comparison. Paper (Ryzen 9 9950X core): 827 s flit-by-flit,
 90 s optimized; targets here: <= 90 s and <= 9 s; decode step <= 60 s.
+
+    .venv/bin/python benchmarks/simlette_speed.py --before 6f183eb --repeat 3   # before/after, one run
+
+``--before REV`` times the paper's case (256 x 8 ports, 40 KiB all-reduce, one-shot in both modes
+and the auto schedule optimized) on this tree and on the tree of git revision REV (extracted with
+``git archive`` into a temporary folder), alternating the two per repeat, each run in a fresh
+process; the time counted is building the network and simulating (beyond Python start-up and
+imports). It prints the medians side by side, the event counts, events per CPU second against
+SimPy's own ceiling (processes yielding bare timeouts, measured in the same run) and whether both
+trees give the same completion time to the last bit.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fabrics.network.simlette.build import simulate_collective  # noqa: E402
-from pipelines.network import simlette_from_config  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 KIB = 1024
 
 
 def one_allreduce(n: int, ports: int, size: int, mode: str, schedule: str | None) -> dict:
+    from fabrics.network.simlette.build import simulate_collective
+    from pipelines.network import simlette_from_config
+
+    t0, c0 = time.perf_counter(), time.process_time()
     net = simlette_from_config({"kind": "single_eps", "ports": ports, "link_rate_Bps": 5e10, "accelerators": n},
                                {"mode": mode, "schedule": schedule})
-    t0, c0 = time.perf_counter(), time.process_time()
     res = simulate_collective(net, "allreduce", size)
     res["wall_s"] = time.perf_counter() - t0
     res["cpu_s"] = time.process_time() - c0  # differs from wall when other processes share the core
@@ -80,13 +94,89 @@ def decode_step(world: int = 512, fabric: str | None = None) -> None:
     except Exception:  # noqa: BLE001 - the comparison is informative only
         pass
     ratio = f" (analytical {ana_s * 1e3:.4f} ms, x{step.decode_step_s / ana_s:.3f})" if ana_s else ""
-    print(f"Megatron 5T decode step, world {world}, {fab.get('name')} ({fab['ports']} ports), Simlette optimized: "
+    fab = cfg.fabric
+    print(f"Megatron 5T decode step, world {world}, {fab.get('name')} ({fab.get('ports')} ports), Simlette optimized: "
           f"{wall:.1f} s wall, {cpu:.1f} s cpu ({rep['sim_wall_s']:.1f} s simulating, {rep['events']:,} events); "
           f"{rep['episodes_simulated']} episodes simulated, {rep['episodes_reused']} reused; "
           f"decode step {step.decode_step_s * 1e3:.4f} ms{ratio}", flush=True)
 
 
+def simpy_ceiling(events: int = 400_000, processes: int = 1000) -> float:
+    """SimPy's own throughput: timeout events per CPU second of processes that only yield timeouts."""
+    import simpy
+
+    env = simpy.Environment()
+
+    def proc(env, k):
+        for _ in range(k):
+            yield env.timeout(1.0)
+
+    for _ in range(processes):
+        env.process(proc(env, events // processes))
+    c0 = time.process_time()
+    env.run()
+    return events / (time.process_time() - c0)
+
+
+BEFORE_AFTER_CASES = (("optimized", "one_shot"), ("flit", "one_shot"), ("optimized", "auto"))
+
+
+def child(tree: str, mode: str, n: int, schedule: str) -> None:
+    """One timed run in this process on the code of ``tree`` (JSON on stdout)."""
+    sys.path.insert(0, tree)
+    res = one_allreduce(n, 8, 40 * KIB, mode, None if schedule == "auto" else schedule)
+    import fabrics
+
+    print(json.dumps({"wall_s": res["wall_s"], "cpu_s": res["cpu_s"], "events": res["events"],
+                      "completion_s": res["completion_s"], "schedule": res["schedule"],
+                      "tree": str(Path(fabrics.__file__).resolve().parent.parent)}))
+
+
+def _run_child(tree: Path, mode: str, n: int, schedule: str) -> dict:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(tree), mode, str(n), schedule]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=tree,
+                         env={**os.environ, "PYTHONPATH": str(tree)})
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert Path(res["tree"]) == tree.resolve(), f"child imported {res['tree']}, not {tree}"
+    return res
+
+
+def before_after(rev: str, repeat: int, n: int = 256, cases=BEFORE_AFTER_CASES) -> None:
+    """The paper's case on the tree of ``rev`` and on this tree, alternating, medians side by side."""
+    with tempfile.TemporaryDirectory(prefix="simlette_before_") as tmp:
+        before = Path(tmp)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
+        trees = {"before": before, "after": ROOT}
+        ceilings = []
+        print(f"{n} accelerators x 8 ports, single_eps, 40 KiB all-reduce; before = {rev}, after = this tree; "
+              f"medians of {repeat} runs, each in a fresh process (build + simulate, beyond start-up)", flush=True)
+        for mode, schedule in cases:
+            runs: dict[str, list[dict]] = {k: [] for k in trees}
+            for _ in range(repeat):
+                for name, tree in trees.items():
+                    runs[name].append(_run_child(tree, mode, n, schedule))
+                ceilings.append(simpy_ceiling())
+            med = {k: {f: statistics.median(r[f] for r in v) for f in ("wall_s", "cpu_s")} for k, v in runs.items()}
+            b, a = runs["before"][0], runs["after"][0]
+            same = all(r["completion_s"] == b["completion_s"] for v in runs.values() for r in v)
+            print(f"{mode:>9} {b['schedule']:<8} | before {med['before']['wall_s']:6.2f} s wall "
+                  f"{med['before']['cpu_s']:6.2f} s cpu {b['events']:>10,} events "
+                  f"({b['events'] / med['before']['cpu_s'] / 1e3:5.0f} k/s) | after {med['after']['wall_s']:6.2f} s wall "
+                  f"{med['after']['cpu_s']:6.2f} s cpu {a['events']:>10,} events "
+                  f"({a['events'] / med['after']['cpu_s'] / 1e3:5.0f} k/s) | speed-up "
+                  f"{med['before']['wall_s'] / med['after']['wall_s']:4.2f}x wall "
+                  f"{med['before']['cpu_s'] / med['after']['cpu_s']:4.2f}x cpu | "
+                  f"T {a['completion_s'] * 1e6:.4f} us, identical: {same}", flush=True)
+        print(f"SimPy ceiling (processes yielding bare timeouts), median of {len(ceilings)}: "
+              f"{statistics.median(ceilings) / 1e3:.0f} k events per cpu second", flush=True)
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        _, _, tree, mode, n, schedule = sys.argv
+        child(tree, mode, int(n), schedule)
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=1, help="runs per mode (median reported)")
     ap.add_argument("--sweep", action="store_true", help="Figure 22: 32..256 accelerators, one-shot")
@@ -94,9 +184,16 @@ def main() -> None:
     ap.add_argument("--no-decode", action="store_true")
     ap.add_argument("--fabrics", default="single_eps,all_eps,hybrid,all_ocs",
                     help="decode-step fabrics (comma list; 512 of 576 accelerators on the two-level ones)")
+    ap.add_argument("--before", metavar="REV", default=None,
+                    help="time the paper's case on git revision REV and on this tree side by side, then stop")
+    ap.add_argument("--cases", default=",".join(f"{m}:{s}" for m, s in BEFORE_AFTER_CASES),
+                    help="with --before: mode:schedule list (schedule auto = the model's choice)")
     args = ap.parse_args()
     if args.core is not None:
         os.sched_setaffinity(0, {args.core})
+    if args.before:
+        before_after(args.before, max(1, args.repeat), cases=[tuple(c.split(":")) for c in args.cases.split(",")])
+        return
     print("paper (Ryzen 9 9950X core): 256 acc one-shot 40 KiB: flit 827 s, optimized 90 s (9.2x); "
           "targets here: flit <= 90 s, optimized <= 9 s, decode step <= 60 s", flush=True)
     compare(256, 8, 40 * KIB, None, args.repeat)

@@ -3,7 +3,14 @@
 Design, for speed and for the deferred latency accounting of Appendix C.5:
 
 * No SimPy processes. Every output port (= simulator link) is a small state machine driven by
-  raw events pushed onto the environment's queue; a handful of callbacks do all the work.
+  raw events in SimPy's order (time, priority, insertion count), so events at equal times run
+  in the order SimPy would run them. A port event is a bare link id in a per-time FIFO, handled
+  inline by the loop of ``run`` (no event object, no callback call); only the collective
+  runner's events (call starts, phase entries) are callbacks. The environment's clock
+  (``env.now``) is kept for those callbacks. The order is part of the model: units with equal
+  ready times queue at a port in the order their events ran, so an engine that skipped or
+  merged events (e.g. sent a port's next unit without waking it) would break ties differently
+  and change results; this one keeps every event and makes each cheap.
 * Deferred accounting: when a port puts data on its link, the data is handed to the next stage
   *at once*, stamped with the time it will be ready there (end of serialization + cable +
   switch / pass-through, or + sink latency at the destination). Simulated time advances only
@@ -31,8 +38,10 @@ Design, for speed and for the deferred latency accounting of Appendix C.5:
 from __future__ import annotations
 
 import bisect
+import gc
 from collections import deque
 from heapq import heappop, heappush
+from itertools import count
 from math import inf
 
 import simpy
@@ -41,19 +50,10 @@ from fabrics.network.simlette.params import SimletteParams
 from fabrics.network.simlette.routing import SimFabric
 
 REQUEST, RESPONSE = 0, 1
-_PRIO = 1  # simpy.events.NORMAL
 
-
-class _Ev:
-    """A minimal SimPy-compatible event (what ``Environment.step`` needs: callbacks and _ok)."""
-
-    __slots__ = ("callbacks", "_ok", "_value", "arg")
-
-    def __init__(self, callback, arg):
-        self.callbacks = [callback]
-        self._ok = True
-        self._value = None
-        self.arg = arg
+# A unit - what sits in a port queue: ``nflits`` flits of one message on one path, ready at
+# ``ready`` - is a list (cheaper to make and to read than an object in the hot loop):
+READY, MSG, PATH, HOP, NBYTES, NFLITS, LAST = range(7)  # LAST: bytes of its final flit (<= one DL flit)
 
 
 class Message:
@@ -71,28 +71,22 @@ class Message:
         self.token = token
 
 
-class _Unit:
-    """What sits in a port queue: ``nflits`` flits of one message on one path, ready at ``ready``."""
-
-    __slots__ = ("ready", "msg", "path", "hop", "nbytes", "nflits", "last")
-
-    def __init__(self, ready, msg, path, hop, nbytes, nflits, last):
-        self.ready = ready
-        self.msg = msg
-        self.path = path
-        self.hop = hop
-        self.nbytes = nbytes
-        self.nflits = nflits
-        self.last = last  # bytes of this unit's final flit (<= one DL flit)
-
-
 class Engine:
     """Ports, buffers and credits of one fabric; messages are injected by the collective runner."""
 
     def __init__(self, fabric: SimFabric, params: SimletteParams, env: simpy.Environment | None = None):
         self.env = env if env is not None else simpy.Environment()
-        self._queue = self.env._queue  # raw heap: events are pushed at absolute times (exact, no now+delay rounding)
-        self._eid = self.env._eid
+        # The event queue, in SimPy's order (time, priority, insertion count): a heap of the distinct
+        # pending times and, per time, a FIFO of its events - URGENT ones first, then NORMAL ones in
+        # insertion order. Collective schedules make most events share their time with thousands
+        # of others (lock-step ports), so most pushes and pops are a dict lookup and a deque append
+        # or popleft instead of a heap operation. An event is a link id >= 0 (wake that port) or
+        # -c (run callback c).
+        self._times: list[float] = []
+        self._buckets: dict[float, deque] = {}
+        self._urgent: dict[float, int] = {}  # time -> URGENT events still at the front of its FIFO
+        self._callbacks: dict[int, tuple] = {}  # c -> (callback, arg, urgent)
+        self._cid = count(1)
         self.fabric = fabric
         self.params = params
         n = fabric.n_links
@@ -107,8 +101,8 @@ class Engine:
         self.bytes_sent = [0] * n
         self.busy_s = [0.0] * n
         self.spray: dict = {}
+        self._splits: dict[tuple[int, int], tuple] = {}  # (payload bytes, paths) -> _split
         self.per_source = params.spray == "source"
-        self._wake_cb = self._wake if params.buffer_flits is not None else self._wake_fast
         self.events = 0
         cap = params.buffer_flits
         self.limited = cap is not None
@@ -124,244 +118,224 @@ class Engine:
         self.stop = False
 
     # --- scheduling -------------------------------------------------------------------------
-    def at(self, t: float, callback, arg=None, priority: int = _PRIO) -> None:
-        """Run ``callback(event)`` at absolute simulated time ``t`` (>= now)."""
-        heappush(self._queue, (t, priority, next(self._eid), _Ev(callback, arg)))
+    def at(self, t: float, callback, arg=None, priority: int = 1) -> None:
+        """Run ``callback(arg)`` at absolute simulated time ``t`` (>= now); priority 0 = SimPy URGENT
+        (before every NORMAL event at ``t``, after the URGENT ones already there)."""
+        c = next(self._cid)
+        urgent = priority == 0
+        self._callbacks[c] = (callback, arg, urgent)
+        if not urgent:
+            self._push(t, -c)
+            return
+        b = self._buckets.get(t)
+        if b is None:
+            self._push(t, -c)
+            self._urgent[t] = 1
+        else:
+            i = self._urgent.get(t, 0)
+            b.insert(i, -c)
+            self._urgent[t] = i + 1
+
+    def _push(self, t: float, event: int) -> None:
+        b = self._buckets.get(t)
+        if b is None:
+            self._buckets[t] = deque((event,))
+            heappush(self._times, t)
+        else:
+            b.append(event)
+
+    def pending(self) -> bool:
+        """Whether any event is still queued."""
+        return any(self._buckets.values())
 
     def _ensure_wake(self, link: int, t: float) -> None:
-        now = self.env._now
-        w = self.wake_at[link]
-        if now <= w <= t:
-            return
-        self.wake_at[link] = t
-        heappush(self._queue, (t, _PRIO, next(self._eid), _Ev(self._wake_cb, link)))
+        self._wake_by(link, t, self.env._now)
 
-    def _wake(self, ev) -> None:
-        link = ev.arg
-        if self.wake_at[link] == self.env._now:
-            self.wake_at[link] = inf
-        self._try_start(link)
-
-    def _wake_fast(self, ev) -> None:
-        """``_wake`` + ``_try_start`` for unlimited buffers, inlined: the hot loop of flit mode.
-
-        Same semantics as ``_try_start`` without credits (tests compare both paths)."""
-        link = ev.arg
-        now = self.env._now
+    def _wake_by(self, link: int, t: float, now: float) -> None:
+        """Make sure ``link`` wakes at ``t`` or earlier (but not before ``now``); ``_push`` inlined."""
         wake_at = self.wake_at
-        if wake_at[link] == now:
-            wake_at[link] = inf
-        busy_until = self.busy_until
-        bu = busy_until[link]
-        if bu > now:
-            self._ensure_wake(link, bu)
+        if now <= wake_at[link] <= t:
             return
-        q = self.queues[link]
-        if not q:
-            return
-        u = q[0]
-        if u.ready > now:
-            self._ensure_wake(link, u.ready)
-            return
-        inv = self.inv_rate[link]
-        path = u.path
-        hop = u.hop
-        msg = u.msg
-        if self.flit_mode and u.nflits > 1:
-            size = self.dl
-            u.nflits -= 1
-            u.nbytes -= size
-            ser = size * inv
-            end = now + ser
-            nxt = _Unit(end + self.after[link], msg, path, hop + 1, size, 1, size) if hop + 1 < len(path) else None
+        wake_at[link] = t
+        b = self._buckets.get(t)
+        if b is None:
+            self._buckets[t] = deque((link,))
+            heappush(self._times, t)
         else:
-            q.popleft()
-            size = u.nbytes
-            ser = size * inv
-            end = now + ser
-            if hop + 1 < len(path):
-                u.ready = now + ((self.dl if u.nflits > 1 else size) * inv) + self.after[link]
-                u.hop = hop + 1
-                nxt = u
-            else:
-                nxt = None
-        busy_until[link] = end
-        self.bytes_sent[link] += size
-        self.busy_s[link] += ser
-        queue = self._queue
-        if nxt is not None:
-            nl = path[hop + 1]
-            nq = self.queues[nl]
-            if nq is None:
-                nq = self.queues[nl] = deque()
-            ready = nxt.ready
-            if nq and nq[-1].ready > ready:
-                i = len(nq)
-                while i > 0 and nq[i - 1].ready > ready:
-                    i -= 1
-                nq.insert(i, nxt)
-            else:
-                nq.append(nxt)
-            t = busy_until[nl]
-            h = nq[0].ready
-            if h > t:
-                t = h
-            if t < now:
-                t = now
-            w = wake_at[nl]
-            if not now <= w <= t:
-                wake_at[nl] = t
-                heappush(queue, (t, _PRIO, next(self._eid), _Ev(self._wake_fast, nl)))
-        else:
-            arrival = end + self.after[link]
-            msg.remaining -= size
-            if arrival > msg.arrival:
-                msg.arrival = arrival
-            if msg.remaining <= 0:
-                msg.on_arrival(msg)
-        if q:
-            w = wake_at[link]
-            if not now <= w <= end:
-                wake_at[link] = end
-                heappush(queue, (end, _PRIO, next(self._eid), _Ev(self._wake_fast, link)))
+            b.append(link)
 
     # --- injection --------------------------------------------------------------------------
     def inject(self, msg: Message, nbytes: int, ready_s: float) -> None:
         """Split ``msg`` (``nbytes`` payload) into DL flits sprayed over its paths; ready at ``ready_s``."""
-        tl, dl = self.tl, self.dl
-        wire = -(-nbytes // tl) * tl if nbytes > tl else tl
-        msg.remaining = wire
-        nfl = -(-wire // dl)
-        last = wire - dl * (nfl - 1)
         fabric = self.fabric
         src, dst = msg.src, msg.dst
         P = fabric.n_paths(src, dst)
-        key = fabric.spray_key(src, dst)
-        ptr = self.spray.get(key, 0) % P if self.per_source else 0  # P differs by destination (racks)
-        if P == 1:
-            self._enqueue(_Unit(ready_s, msg, fabric.path(src, dst, 0), 0, wire, nfl, last))
-            return
-        self.spray[key] = (ptr + nfl) % P
-        if nfl == 1:
-            self._enqueue(_Unit(ready_s, msg, fabric.path(src, dst, ptr), 0, wire, 1, last))
-            return
-        base, extra = divmod(nfl, P)
-        last_i = (nfl - 1) % P
-        for i in range(min(nfl, P)):
-            count = base + (1 if i < extra else 0)
-            if i == last_i:
-                unit = _Unit(ready_s, msg, fabric.path(src, dst, (ptr + i) % P), 0, (count - 1) * dl + last, count, last)
-            else:
-                unit = _Unit(ready_s, msg, fabric.path(src, dst, (ptr + i) % P), 0, count * dl, count, dl)
-            self._enqueue(unit)
+        split = self._splits.get((nbytes, P))
+        if split is None:
+            split = self._splits[(nbytes, P)] = self._split(nbytes, P)
+        wire, nfl, shares = split
+        msg.remaining = wire
+        ptr = 0
+        if P > 1:
+            key = fabric.spray_key(src, dst)
+            if self.per_source:
+                ptr = self.spray.get(key, 0) % P  # P differs by destination (racks)
+            self.spray[key] = (ptr + nfl) % P
+        self._enqueue_all(shares, fabric.paths(src, dst, ptr, len(shares)), msg, ready_s)
 
-    def _enqueue(self, unit: _Unit) -> None:
-        link = unit.path[unit.hop]
+    def _split(self, nbytes: int, P: int) -> tuple[int, int, tuple]:
+        """(wire bytes, DL flits, per-path shares) of an ``nbytes`` message sprayed over P paths.
+
+        A share is (bytes, flits, bytes of its last flit); path i of the round gets every P-th flit,
+        so the first ``extra`` paths carry one flit more, and the share holding the message's last
+        flit ends short (no padding on the wire)."""
+        tl, dl = self.tl, self.dl
+        wire = -(-nbytes // tl) * tl if nbytes > tl else tl
+        nfl = -(-wire // dl)
+        last = wire - dl * (nfl - 1)
+        if P == 1 or nfl == 1:
+            return wire, nfl, ((wire, nfl, last),)
+        base, extra = divmod(nfl, P)
+        shares = [(flits * dl, flits, dl) for flits in (base + (1 if i < extra else 0) for i in range(min(nfl, P)))]
+        last_i = (nfl - 1) % P
+        flits = shares[last_i][1]
+        shares[last_i] = ((flits - 1) * dl + last, flits, last)
+        return wire, nfl, tuple(shares)
+
+    def _enqueue_all(self, shares, paths, msg: Message, ready: float) -> None:
+        """Queue one unit per (bytes, flits, last-flit bytes) share on the first link of its path, in order."""
+        queues, busy_until, wake_at, push = self.queues, self.busy_until, self.wake_at, self._push
+        now = self.env._now
+        for (nbytes, nflits, last), path in zip(shares, paths):
+            unit = [ready, msg, path, 0, nbytes, nflits, last]
+            link = path[0]
+            q = queues[link]
+            if q is None:
+                q = queues[link] = deque()
+            if q and q[-1][READY] > ready:
+                self._insert_sorted(q, unit)
+            else:
+                q.append(unit)
+            t = busy_until[link]
+            head = q[0][READY]
+            if head > t:
+                t = head
+            if t < now:
+                t = now
+            w = wake_at[link]
+            if not now <= w <= t:
+                wake_at[link] = t
+                push(t, link)
+
+    @staticmethod
+    def _insert_sorted(q: deque, unit: list) -> None:
+        # rare: keep FIFO-by-ready order (latencies into a port are normally equal)
+        ready = unit[READY]
+        i = len(q)
+        while i > 0 and q[i - 1][READY] > ready:
+            i -= 1
+        q.insert(i, unit)
+
+    def _enqueue(self, unit: list) -> None:
+        link = unit[PATH][unit[HOP]]
         q = self.queues[link]
         if q is None:
             q = self.queues[link] = deque()
-        if q and q[-1].ready > unit.ready:
-            # rare: keep FIFO-by-ready order (latencies into a port are normally equal)
-            i = len(q)
-            while i > 0 and q[i - 1].ready > unit.ready:
-                i -= 1
-            q.insert(i, unit)
+        if q and q[-1][READY] > unit[READY]:
+            self._insert_sorted(q, unit)
         else:
             q.append(unit)
-        head = q[0].ready
+        head = q[0][READY]
         t = self.busy_until[link]
         if head > t:
             t = head
         now = self.env._now
         self._ensure_wake(link, t if t > now else now)
 
-    # --- the port ---------------------------------------------------------------------------
-    def _try_start(self, link: int) -> None:
-        now = self.env._now
+    # --- the port, with credits (finite buffers) --------------------------------------------
+    def _try_start(self, link: int, now: float) -> None:
         bu = self.busy_until[link]
         if bu > now:
-            self._ensure_wake(link, bu)
+            self._wake_by(link, bu, now)
             return
         q = self.queues[link]
         if not q:
             return
         u = q[0]
-        if u.ready > now:
-            self._ensure_wake(link, u.ready)
+        if u[READY] > now:
+            self._wake_by(link, u[READY], now)
             return
         dl = self.dl
         if self.flit_mode:
             nfl = 1
-            size = dl if u.nflits > 1 else u.last
+            size = dl if u[NFLITS] > 1 else u[LAST]
         else:
-            nfl = u.nflits
-            size = u.nbytes
-        msg = u.msg
-        if self.limited:
-            ch = msg.channel
-            rq = self.returns[ch][link]
-            credits = self.credits[ch]
-            c = credits[link]
-            while rq and rq[0][0] <= now:
-                c += rq.popleft()[1]
-            if c < 1:
-                credits[link] = c
-                if self.stall_since[link] is None:
-                    self.stall_since[link] = now
-                if rq:
-                    self._ensure_wake(link, rq[0][0])
-                else:
-                    self.waiting[link] = True
-                return
-            since = self.stall_since[link]
-            if since is not None:
-                self.stall_s[link] += now - since
-                self.stall_since[link] = None
-            if nfl > c or nfl > self.chunk_flits:
-                # optimized mode under credits: send at most 1/16 of the buffer per event so that
-                # several chunks are in flight, as flits would be; the rest stays at the head
-                nfl = min(c, self.chunk_flits)
-                size = nfl * dl
-            credits[link] = c - nfl
+            nfl = u[NFLITS]
+            size = u[NBYTES]
+        msg = u[MSG]
+        ch = msg.channel
+        rq = self.returns[ch][link]
+        credits = self.credits[ch]
+        c = credits[link]
+        while rq and rq[0][0] <= now:
+            c += rq.popleft()[1]
+        if c < 1:
+            credits[link] = c
+            if self.stall_since[link] is None:
+                self.stall_since[link] = now
+            if rq:
+                self._wake_by(link, rq[0][0], now)
+            else:
+                self.waiting[link] = True
+            return
+        since = self.stall_since[link]
+        if since is not None:
+            self.stall_s[link] += now - since
+            self.stall_since[link] = None
+        if nfl > c or nfl > self.chunk_flits:
+            # optimized mode under credits: send at most 1/16 of the buffer per event so that
+            # several chunks are in flight, as flits would be; the rest stays at the head
+            nfl = min(c, self.chunk_flits)
+            size = nfl * dl
+        credits[link] = c - nfl
         inv = self.inv_rate[link]
         ser = size * inv
         end = now + ser
         self.busy_until[link] = end
         self.bytes_sent[link] += size
         self.busy_s[link] += ser
-        whole = nfl == u.nflits
-        chunk_last = u.last if whole or (self.flit_mode and u.nflits == 1) else dl
+        whole = nfl == u[NFLITS]
+        chunk_last = u[LAST] if whole or (self.flit_mode and u[NFLITS] == 1) else dl
         if whole:
             q.popleft()
         else:
-            u.nflits -= nfl
-            u.nbytes -= size
-        path = u.path
-        hop = u.hop
+            u[NFLITS] -= nfl
+            u[NBYTES] -= size
+        path = u[PATH]
+        hop = u[HOP]
         after = self.after[link]
-        if self.limited and hop > 0:
+        if hop > 0:
             # the data leaves the buffer of the previous link as it goes out here
             prev = path[hop - 1]
             self._credit_back(ch, prev, end - chunk_last * inv + self.fabric.credit_return_s[prev], nfl)
         if hop + 1 < len(path):
             first = (dl if nfl > 1 else size) * inv
             if whole:
-                u.ready = now + first + after
-                u.hop = hop + 1
+                u[READY] = now + first + after
+                u[HOP] = hop + 1
                 self._enqueue(u)
             else:
-                self._enqueue(_Unit(now + first + after, msg, path, hop + 1, size, nfl, chunk_last))
+                self._enqueue([now + first + after, msg, path, hop + 1, size, nfl, chunk_last])
         else:
             arrival = end + after
-            if self.limited:
-                self._credit_back(ch, link, arrival + self.fabric.credit_return_s[link], nfl)
+            self._credit_back(ch, link, arrival + self.fabric.credit_return_s[link], nfl)
             msg.remaining -= size
             if arrival > msg.arrival:
                 msg.arrival = arrival
             if msg.remaining <= 0:
                 msg.on_arrival(msg)
         if q:
-            self._ensure_wake(link, end)
+            self._wake_by(link, end, now)
 
     def _credit_back(self, ch: int, link: int, t: float, n: int) -> None:
         rq = self.returns[ch][link]
@@ -378,20 +352,172 @@ class Engine:
 
     # --- running ----------------------------------------------------------------------------
     def run(self) -> None:
-        """Step the environment until a runner sets ``self.stop`` or nothing is left to do."""
-        # Environment.step without its per-call overhead: our events never fail and never stop
-        # the environment, so popping and calling back is all a step does here.
-        q = self._queue
-        env = self.env
-        pop = heappop
+        """Run events until a runner sets ``self.stop`` or nothing is left to do."""
         self.stop = False
+        # the run allocates one small list per unit (per flit in flit mode) and frees it by
+        # reference counting; the cyclic collector would walk the millions of live ones again and
+        # again (a third of the optimized mode's time) for nothing, so it pauses while we run
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            if self.limited:
+                self._run_limited()
+            else:
+                self._run_unlimited()
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _run_limited(self) -> None:
+        env = self.env
+        times, buckets, urgent, callbacks = self._times, self._buckets, self._urgent, self._callbacks
+        wake_at = self.wake_at
+        try_start = self._try_start
         n = 0
-        while q and not self.stop:
-            env._now, _, _, ev = pop(q)
-            n += 1
-            callbacks, ev.callbacks = ev.callbacks, None
-            for cb in callbacks:
-                cb(ev)
+        stop = False
+        while times and not stop:
+            now = times[0]
+            env._now = now
+            b = buckets[now]
+            while b:
+                link = b.popleft()
+                n += 1
+                if link < 0:
+                    cb, arg, urg = callbacks.pop(-link)
+                    if urg:
+                        urgent[now] -= 1
+                    cb(arg)
+                else:
+                    if wake_at[link] == now:
+                        wake_at[link] = inf
+                    try_start(link, now)
+                if self.stop:
+                    stop = True
+                    break
+            if not b:
+                heappop(times)
+                del buckets[now]
+                urgent.pop(now, None)
+        self.events += n
+
+    def _run_unlimited(self) -> None:
+        """The port loop without credits, inlined (the hot loop of both modes): ``_try_start``
+        without credits, float expressions in its order (same bits), ``_push`` inlined."""
+        env = self.env
+        times, buckets, urgent, callbacks = self._times, self._buckets, self._urgent, self._callbacks
+        wake_at = self.wake_at
+        busy_until = self.busy_until
+        queues = self.queues
+        inv_rate = self.inv_rate
+        after_s = self.after
+        bytes_sent = self.bytes_sent
+        busy_s = self.busy_s
+        flit = self.flit_mode
+        dl = self.dl
+        n = 0
+        stop = False
+        now = env._now
+        while times and not stop:
+            now = times[0]
+            b = buckets[now]
+            while b:
+                link = b.popleft()
+                n += 1
+                if link < 0:
+                    env._now = now
+                    cb, arg, urg = callbacks.pop(-link)
+                    if urg:
+                        urgent[now] -= 1
+                    cb(arg)
+                    if self.stop:
+                        stop = True
+                        break
+                    continue
+                if wake_at[link] == now:
+                    wake_at[link] = inf
+                bu = busy_until[link]
+                pq = queues[link]
+                if bu > now or not pq or pq[0][0] > now:  # busy, nothing queued, head not ready (READY)
+                    if bu > now:
+                        self._wake_by(link, bu, now)
+                    elif pq:
+                        self._wake_by(link, pq[0][0], now)
+                    continue
+                u = pq[0]
+                inv = inv_rate[link]
+                path = u[2]  # PATH
+                hop = u[3] + 1  # HOP of the next stage
+                after = after_s[link]
+                if flit and u[5] > 1:  # NFLITS: one DL flit leaves, the unit stays at the head
+                    size = dl
+                    u[5] -= 1
+                    u[4] -= size  # NBYTES
+                    ser = size * inv
+                    end = now + ser
+                    nxt = [end + after, u[1], path, hop, size, 1, size] if hop < len(path) else None
+                else:
+                    pq.popleft()
+                    size = u[4]
+                    ser = size * inv
+                    end = now + ser
+                    if hop < len(path):
+                        u[0] = now + ((dl if u[5] > 1 else size) * inv) + after
+                        u[3] = hop
+                        nxt = u
+                    else:
+                        nxt = None
+                busy_until[link] = end
+                bytes_sent[link] += size
+                busy_s[link] += ser
+                if nxt is not None:
+                    nl = path[hop]
+                    nq = queues[nl]
+                    if nq is None:
+                        nq = queues[nl] = deque()
+                    ready = nxt[0]
+                    if nq and nq[-1][0] > ready:
+                        self._insert_sorted(nq, nxt)
+                    else:
+                        nq.append(nxt)
+                    t = busy_until[nl]
+                    if nq[0][0] > t:
+                        t = nq[0][0]
+                    if t < now:
+                        t = now
+                    if not now <= wake_at[nl] <= t:
+                        wake_at[nl] = t
+                        wb = buckets.get(t)
+                        if wb is None:
+                            buckets[t] = deque((nl,))
+                            heappush(times, t)
+                        else:
+                            wb.append(nl)
+                else:
+                    msg = u[1]
+                    arrival = end + after
+                    msg.remaining -= size
+                    if arrival > msg.arrival:
+                        msg.arrival = arrival
+                    if msg.remaining <= 0:
+                        env._now = now
+                        msg.on_arrival(msg)
+                        stop = self.stop  # finish this event as below, then stop
+                if pq:  # the same push as the downstream one above: _wake_by inlined twice, on purpose
+                    if not now <= wake_at[link] <= end:
+                        wake_at[link] = end
+                        wb = buckets.get(end)
+                        if wb is None:
+                            buckets[end] = deque((link,))
+                            heappush(times, end)
+                        else:
+                            wb.append(link)
+                if stop:
+                    break
+            if not b:
+                heappop(times)
+                del buckets[now]
+                urgent.pop(now, None)
+        env._now = now
         self.events += n
 
     def idle(self) -> bool:

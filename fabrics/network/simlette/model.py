@@ -71,7 +71,7 @@ class _Live:
             self.done = []
             if new:
                 return new
-            if not self.engine._queue:
+            if not self.engine.pending():
                 raise RuntimeError("simlette: pending collectives can make no progress (no events left)")
 
     def idle_rel_s(self) -> float:

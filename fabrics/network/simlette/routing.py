@@ -71,6 +71,11 @@ class SimFabric:
     def spray_key(self, src: int, dst: int):
         return src
 
+    def paths(self, src: int, dst: int, first: int, k: int) -> list[tuple[int, ...]]:
+        """Paths ``first, first + 1, ...`` (k of them, modulo the number of paths): one spray round."""
+        n = self.n_paths(src, dst)
+        return [self.path(src, dst, (first + i) % n) for i in range(k)]
+
 
 class RoutedSimFabric(SimFabric):
     """Simulator links and paths of a ``fabrics.scaleup.paths.RoutedFabric`` (any of the five fabrics)."""
@@ -206,6 +211,21 @@ class RoutedSimFabric(SimFabric):
                 return (self.up[src][j],) + middle + (self.down[j][dst],)
             return (self.up[src][j], self.down[j][dst])
         return self._ocs_paths(src, dst)[choice]
+
+    def paths(self, src: int, dst: int, first: int, k: int) -> list[tuple[int, ...]]:
+        # hot: one call per injected message (path() per flit share would cost a call each)
+        if self.kind != "eps":
+            circuits = self._ocs_paths(src, dst)
+            n = len(circuits)
+            return [circuits[(first + i) % n] for i in range(k)]
+        m = self._middles[(self._rack[src], self._rack[dst])]  # filled by n_paths
+        n = len(m)
+        up, down = self.up[src], self.down
+        out = []
+        for i in range(k):
+            j, middle = m[(first + i) % n]
+            out.append((up[j],) + middle + (down[j][dst],) if middle else (up[j], down[j][dst]))
+        return out
 
     def spray_key(self, src: int, dst: int):
         # EPS: one round-robin pointer per source (dynamic routing); OCS: per circuit bundle

@@ -107,14 +107,13 @@ class CallRun:
         self.latest = [[0.0] * self.h for _ in groups]
         engine.at(start_s, self._start, priority=0)  # URGENT: call starts precede port events at equal times
 
-    def _start(self, ev) -> None:
+    def _start(self, _arg) -> None:
         for g in range(len(self.groups)):
             for r in range(self.plan.n_ranks):
                 self._enter(g, r, 0)
 
-    def _enter_ev(self, ev) -> None:
-        g, r, k = ev.arg
-        self._enter(g, r, k)
+    def _enter_ev(self, grk) -> None:
+        self._enter(*grk)
 
     def _enter(self, g: int, r: int, k: int) -> None:
         eng = self.engine
