@@ -90,9 +90,7 @@ class PcieNetwork:
         self._totals = dict.fromkeys(("calls", "activations", "bytes", "planning_s", "movement_s"), 0)
         self.nccl = None
         if params.nccl is not None:
-            from fabrics.network.nccl.pcie import PcieNccl
-
-            self.nccl = PcieNccl(params.nccl, self.topology, self.capacity, overhead_s=params.activation_overhead_s)
+            self.use_nccl(params.nccl)
         self._latency_s: dict[int, tuple[float, float]] = {}
 
     # -- protocol ------------------------------------------------------------------------------
@@ -247,8 +245,17 @@ class PcieNetwork:
         return hit
 
 
-    def _native_nccl(self, call: CollectiveCall):
-        """A non-AlltoAllv collective through the NCCL-like model (ring or pairwise p2p)."""
+    def use_nccl(self, gen) -> None:
+        """Price calls with the NCCL-like model of ``gen`` (a ``Generation``) from now on."""
+        from fabrics.network.nccl.pcie import PcieNccl
+
+        cpus = {v for v, kind in self.cluster.server.vertices.items() if kind == "cpu"}
+        self.nccl = PcieNccl(gen, self.topology, self.capacity, overhead_s=self.params.activation_overhead_s,
+                             cpus=cpus)
+        self._native_cache.clear()
+
+    def nccl_estimate(self, call: CollectiveCall):
+        """The NCCL-like ``Estimate`` of a non-AlltoAllv call (ring or pairwise p2p; cached)."""
         from fabrics.network.nccl.pcie import RING_COLLECTIVES
 
         def compute():
@@ -257,7 +264,10 @@ class PcieNetwork:
                 return self.nccl.ring(call.collective, stages, call.groups, call.payload_bytes), stages
             return self.nccl.pairwise(native_schedule(self, call.collective, call.groups, call.payload_bytes)), stages
 
-        est, stages = self._nccl_cached(("native", call.collective, call.groups, call.payload_bytes), compute)
+        return self._nccl_cached(("native", call.collective, call.groups, call.payload_bytes), compute)
+
+    def _native_nccl(self, call: CollectiveCall):
+        est, stages = self.nccl_estimate(call)
         self._latency_s[call.call_id] = (est.latency_s, est.bandwidth_s)
         nbytes = sum(b for lanes in stages for _, _, b in lanes)
         return 0.0, est.time_s, len(stages), est.schedule, nbytes

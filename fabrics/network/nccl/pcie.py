@@ -51,6 +51,14 @@ def lane_transport(kind: str, p2p_level: str) -> str:
     return "shm_sys" if kind == "SYS" else "shm"
 
 
+def nccl_path_type(path, cpus) -> str:
+    """NCCL's path type of a ``PathOption``: its kind, except that two GPUs on root ports of one CPU
+    (one vertex, a ``cpu``) are PATH_PHB to NCCL (the path crosses the host bridge), not PIX."""
+    if path.kind == "PIX" and path.resources and path.resources[0].split(">")[-1] in cpus:
+        return "PHB"
+    return path.kind
+
+
 def slowest(transports) -> str:
     return max(transports, key=_LATENCY_ORDER.index)
 
@@ -59,14 +67,15 @@ class PcieNccl:
     """NCCL-like times of collectives on a PCIe cluster's ``ChannelTopology`` and capacities."""
 
     def __init__(self, gen: Generation, topology, capacity: dict, *, protocol: str = "auto",
-                 overhead_s: float = 0.0, p2p_level: str | None = None):
+                 overhead_s: float = 0.0, p2p_level: str | None = None, cpus=()):
         self.gen, self.topology, self.capacity = gen, topology, capacity
         self.protocol, self.overhead_s = protocol, overhead_s
         self.p2p_level = gen.p2p_level if p2p_level is None else p2p_level
+        self.cpus = frozenset(cpus)
         self._stage_cache: dict = {}
 
     def transport(self, i: int, j: int) -> str:
-        return lane_transport(self.topology.nearest(i, j).kind, self.p2p_level)
+        return lane_transport(nccl_path_type(self.topology.nearest(i, j), self.cpus), self.p2p_level)
 
     def _lane(self, i: int, j: int, nbytes: float, row: str, proto: str, **kw) -> Lane:
         eff = self.gen.eff(self.transport(i, j), row, proto)
@@ -131,4 +140,4 @@ class PcieNccl:
         return Estimate("p2p", proto, latency, ev.completion_s)
 
 
-__all__ = ["PcieNccl", "lane_transport", "slowest", "RING_COLLECTIVES"]
+__all__ = ["PcieNccl", "lane_transport", "nccl_path_type", "slowest", "RING_COLLECTIVES"]
