@@ -304,7 +304,7 @@ def pcie_options(cfg: Any, scheduler: str | None = None, accelerator: str | None
     fab = dict(plain(cfg["fabric"]))
     sched, sparams = scheduler_choice(cfg, scheduler)
     return PcieNetworkParams(
-        nccl=pcie_nccl_generation(accelerator) if sched == "nccl" else None,
+        nccl=pcie_nccl_generation(accelerator),
         scheduler=str(sched), scheduler_params=sparams,
         activation_overhead_s=_number_or_unit(fab.get("activation_overhead", 0), parse_time, "fabric.activation_overhead"),
         planning=str(fab.get("planning", "per_activation")),

@@ -14,12 +14,14 @@ a fixed overhead λ per activation):
   emitted activation (``planning=per_activation``, the default; paper 000 Table 4 reports
   3.2-78 µs per activation in C++) or nothing (``planning=none``). Static schedules (``nccl``,
   ``deepep``: fixed peer order computed once at communicator setup) pay no online planning.
-- ``scheduler=nccl`` is the PCIe NCCL baseline: every collective (the AlltoAllv's static pairwise
-  exchange and the native schedules below) is priced by the NCCL-like model of
-  ``fabrics.network.nccl.pcie`` (``PcieNetworkParams.nccl``: the ``pcie_server`` generation of
-  conf/network/nccl.yaml): the evaluator's completion with every lane at its NCCL transport's
-  efficiency (P2P under a switch, SHM through host memory, NET), plus NCCL's base and per-step
-  latency; the completion's schedule is "<algorithm>/<protocol>" ("p2p/simple", "ring/ll").
+- NCCL-like pricing (``PcieNetworkParams.nccl``: the ``pcie_server`` generation of
+  conf/network/nccl.yaml, set by the config edge for every ``fabric=pcie`` run): the collectives
+  NCCL runs -- every non-AlltoAllv collective whatever the scheduler (VarioPath replaces only the
+  AlltoAllv, paper 000), and the AlltoAllv itself under ``scheduler=nccl`` (the PCIe NCCL
+  baseline: the static pairwise exchange) -- are priced by ``fabrics.network.nccl.pcie``: the
+  evaluator's completion with every lane at its NCCL transport's efficiency (P2P under a switch,
+  SHM through host memory, NET), plus NCCL's base and per-step latency; their schedule is
+  "<algorithm>/<protocol>" ("p2p/simple", "ring/ll"). Without it (``nccl=None``) they are ideal.
 - the other collectives use NCCL's native schedules on each pair's nearest path (the path NCCL
   picks at setup): all-gather and reduce-scatter as a ring (N-1 steps of σ/N), all-reduce as a
   ring reduce-scatter + all-gather (2(N-1) steps), all-to-all as pairwise exchange (step k:
@@ -58,8 +60,8 @@ class PcieNetworkParams:
     planning_cost_per_activation_s: float = 20e-6  # paper 000 Table 4: 20.6 µs at 16 GPUs, 21.1 at 32
     catalog_dir: str | None = None  # VarioPath catalog cache (keyed by topology hash)
     validate: bool = True
-    # the NCCL-like parameters (fabrics.network.nccl.params.Generation) of the nccl baseline; set by the
-    # config edge when scheduler=nccl (None: the ideal flow evaluator, as for every other scheduler)
+    # the NCCL-like parameters (fabrics.network.nccl.params.Generation) of the collectives NCCL runs: the
+    # non-AlltoAllv collectives, and the AlltoAllv under scheduler=nccl (None: the ideal flow evaluator)
     nccl: object = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -113,8 +115,8 @@ class PcieNetwork:
         end = earliest_start_s + planning_s + completion_s
         self.schedules_used[(call.region, call.axis, call.collective)] = sched
         parts = {"planning": planning_s, "movement": completion_s}
-        if self.nccl is not None:  # the NCCL-like split of the movement
-            parts["latency_s"], parts["bandwidth_s"] = self._latency_s.get(call.call_id, (0.0, completion_s))
+        if call.call_id in self._latency_s:  # priced by the NCCL-like model: its split of the movement
+            parts["latency_s"], parts["bandwidth_s"] = self._latency_s.pop(call.call_id)
         for key, value in (("calls", 1), ("activations", acts), ("bytes", nbytes), ("planning_s", planning_s),
                            ("movement_s", completion_s)):
             self._totals[key] += value
@@ -130,10 +132,10 @@ class PcieNetwork:
         details = {"platform": self.cluster.server.name, "nodes": self.cluster.nodes,
                    "scheduler": p.scheduler, "planning_mode": p.planning, **self._totals}
         if self.nccl is not None:
+            rows = schedules_by_row(self.schedules_used)  # the rows NCCL ran: "<algorithm>/<protocol>"
             details["nccl"] = {"generation": self.nccl.gen.name, "p2p_level": self.nccl.p2p_level,
-                               "choices": schedules_by_row(self.schedules_used)}
-        return NetworkReport(model="nccl" if self.nccl is not None else "flow",
-                             schedules=schedules_by_row(self.schedules_used), details=details)
+                               "choices": {k: v for k, v in rows.items() if "/" in v}}
+        return NetworkReport(model="flow", schedules=schedules_by_row(self.schedules_used), details=details)
 
     # -- AlltoAllv -----------------------------------------------------------------------------
     @property
@@ -189,7 +191,7 @@ class PcieNetwork:
         if not full.any():
             return 0.0, 0.0, 0, self.params.scheduler, 0
         sched, ev = self.plan_alltoallv(full)
-        if self.nccl is not None:
+        if self.nccl is not None and self.params.scheduler == "nccl":
             est = self._nccl_cached(("a2av", id(sched)), lambda: self.nccl.pairwise(sched))
             self._latency_s[call.call_id] = (est.latency_s, est.bandwidth_s)
             return 0.0, est.time_s, sched.n_activations, est.schedule, int(full.sum())
