@@ -2,7 +2,8 @@
 fitted values into conf/network/nccl.yaml.
 
 The calibration set is conf/measurements/nccl_allreduce.yaml (sections 1-2 of
-../shared/reference/gpu-measurements.md). For each system generation the fit minimises the sum of
+../shared/reference/gpu-measurements.md) for the GPU generations, and conf/measurements/nccl_pcie.yaml
+(section 3) for the ``pcie_server`` generation (``pipelines.fit_nccl_pcie``). For each system generation the fit minimises the sum of
 squared log ratios predicted/measured time over that generation's rows (bounded least squares,
 scipy ``trf``; parameters bounded to physical ranges), with the model's own tuner choosing the
 algorithm/protocol on "auto" rows, exactly as a user's run would. The ring channel count is an
@@ -404,9 +405,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plots", type=Path, default=None, help="write predicted-vs-measured PNGs into this folder")
     ap.add_argument("--table", action="store_true", help="print the residual table (Markdown)")
     args = ap.parse_args(argv)
+    from pipelines import fit_nccl_pcie
+
     results = fit_all()
+    pcie = fit_nccl_pcie.fit()
     text = PARAMS_FILE.read_text()
-    new = rewrite_yaml(text, written_values(results))
+    new = rewrite_yaml(text, {**written_values(results), **fit_nccl_pcie.written_values(pcie)})
     for name, res in results.items():
         print(f"{name}: ring channels {res.ring_channels}, cost {res.cost:.4f}, "
               + ", ".join(f"{'.'.join(p)}={_format(p[0], v)}" for p, v in res.values.items()))
@@ -417,12 +421,15 @@ def main(argv: list[str] | None = None) -> int:
     elif new != text:
         PARAMS_FILE.write_text(new)
         print(f"wrote {PARAMS_FILE.relative_to(ROOT)}")
+    print(f"{fit_nccl_pcie.GENERATION}: cost {pcie.cost:.6f}, "
+          + ", ".join(f"{'.'.join(p)}={fit_nccl_pcie._format(p[0], v)}" for p, v in pcie.values.items()))
     residuals = residual_rows(nccl_spec(yaml.safe_load(new)))
     worst = max(abs(e["error"]) for e in residuals if "error" in e)
     print(f"{sum('error' in e for e in residuals)} timed rows, worst |error| {worst * 100:.1f} %")
     if args.table:
         print(markdown_table(residuals))
         print(choice_table(residuals))
+        print(fit_nccl_pcie.markdown_table(fit_nccl_pcie.residuals(pcie.gen)))
     if args.plots is not None:
         for path in write_plots(residuals, args.plots):
             print(f"wrote {path}")

@@ -18,7 +18,7 @@ from pipelines.units import parse_time
 PARAMS_FILE = Path(__file__).resolve().parent.parent / "conf" / "network" / "nccl.yaml"
 TOP_KEYS = ("name", "algorithm", "protocol", "generations")
 GENERATION_KEYS = ("accelerators", "channels", "protocols", "nvls_chunk_bytes", "nvls_overlap_chunks",
-                   "p2p_ll_threshold_bytes",
+                   "p2p_ll_threshold_bytes", "p2p_level",
                    "base_latency", "hop_latency", "efficiency")
 
 
@@ -112,6 +112,8 @@ def generation_spec(name: str, d: Mapping[str, Any]):
     for key in ("nvls_chunk_bytes", "p2p_ll_threshold_bytes"):
         if key in d:
             kw[key] = _whole(d[key], f"{where}.{key}")
+    if "p2p_level" in d:
+        kw["p2p_level"] = str(d["p2p_level"]).lower()
     if "nvls_overlap_chunks" in d:
         kw["nvls_overlap_chunks"] = _number(d["nvls_overlap_chunks"], f"{where}.nvls_overlap_chunks")
     return Generation(

@@ -305,12 +305,25 @@ def scheduler_choice(cfg: Any, name: str | None = None) -> tuple[str, dict]:
     return str(name), params
 
 
-def pcie_options(cfg: Any, scheduler: str | None = None):
+def pcie_nccl_generation(accelerator: str | None):
+    """The NCCL-like parameters of the PCIe nccl baseline: the generation of conf/network/nccl.yaml
+    listing ``accelerator`` if it has PCIe transport rows, else its ``pcie_server`` generation."""
+    from pipelines.nccl_params import nccl_spec
+
+    spec = nccl_spec({})
+    for gen in spec.generations:
+        if accelerator in gen.accelerators and "shm" in gen.efficiency:
+            return gen
+    return next(g for g in spec.generations if g.name == "pcie_server")
+
+
+def pcie_options(cfg: Any, scheduler: str | None = None, accelerator: str | None = None):
     from fabrics.network.pcie import PcieNetworkParams
 
     fab = dict(plain(cfg["fabric"]))
     sched, sparams = scheduler_choice(cfg, scheduler)
     return PcieNetworkParams(
+        nccl=pcie_nccl_generation(accelerator),
         scheduler=str(sched), scheduler_params=sparams,
         activation_overhead_s=_number_or_unit(fab.get("activation_overhead", 0), parse_time, "fabric.activation_overhead"),
         planning=str(fab.get("planning", "per_activation")),
@@ -347,7 +360,7 @@ def cluster_spec(cfg: Any, accelerator, world: int, *, scheduler: str | None = N
         scale_out = ScaleOutSpec(nics_per_node=len(server.nics), nic_rate_Bps=server.nic_rate_Bps,
                                  nodes_per_leaf=server.nodes_per_leaf, oversubscription=server.oversubscription)
         cluster = ClusterSpec(name="pcie", nodes=n_nodes, node=server, scale_out=scale_out,
-                              options=pcie_options(cfg, scheduler))
+                              options=pcie_options(cfg, scheduler, getattr(accelerator, "name", None)))
         if world > cluster.accelerators:
             per = server.gpus_per_node
             raise SpecError(f"{world} ranks need {world} GPUs but {n_nodes} {server.name} node(s) have "

@@ -73,6 +73,8 @@ def results_of(cfg: Any, dep, net, res) -> dict:
     for key in ("platform", "nodes", "scheduler", "planning_mode"):
         if key in details:
             out[key] = details[key]
+    if details.get("scheduler") == "nccl" and "nccl" in details:  # the PCIe NCCL baseline: what NCCL ran
+        out["nccl"] = details["nccl"]
     out.update(res.summary())
     return out
 
@@ -93,6 +95,9 @@ def _experiment(cfg: Any) -> dict:
             summ = res.summary()
             row[s] = {"latency_s": res.latency_s, "alltoallv_total_s": summ["alltoallv"]["total_s"],
                       "planning_total_s": summ["planning"]["total_s"], "breakdown_s": summ["breakdown_s"]}
+            nccl = (net.report().details or {}).get("nccl")
+            if nccl:  # the collectives NCCL ran, as "<algorithm>/<protocol>" per row
+                row[s]["nccl_choices"] = nccl["choices"]
         if len(compare) >= 2:
             base, new = row[compare[0]], row[compare[-1]]
             row["latency_reduction_pct"] = 100.0 * (1 - new["latency_s"] / base["latency_s"])

@@ -14,6 +14,14 @@ a fixed overhead λ per activation):
   emitted activation (``planning=per_activation``, the default; paper 000 Table 4 reports
   3.2-78 µs per activation in C++) or nothing (``planning=none``). Static schedules (``nccl``,
   ``deepep``: fixed peer order computed once at communicator setup) pay no online planning.
+- NCCL-like pricing (``PcieNetworkParams.nccl``: the ``pcie_server`` generation of
+  conf/network/nccl.yaml, set by the config edge for every ``fabric=pcie`` run): the collectives
+  NCCL runs -- every non-AlltoAllv collective whatever the scheduler (VarioPath replaces only the
+  AlltoAllv, paper 000), and the AlltoAllv itself under ``scheduler=nccl`` (the PCIe NCCL
+  baseline: the static pairwise exchange) -- are priced by ``fabrics.network.nccl.pcie``: the
+  evaluator's completion with every lane at its NCCL transport's efficiency (P2P under a switch,
+  SHM through host memory, NET), plus NCCL's base and per-step latency; their schedule is
+  "<algorithm>/<protocol>" ("p2p/simple", "ring/ll"). Without it (``nccl=None``) they are ideal.
 - the other collectives use NCCL's native schedules on each pair's nearest path (the path NCCL
   picks at setup): all-gather and reduce-scatter as a ring (N-1 steps of σ/N), all-reduce as a
   ring reduce-scatter + all-gather (2(N-1) steps), all-to-all as pairwise exchange (step k:
@@ -52,6 +60,9 @@ class PcieNetworkParams:
     planning_cost_per_activation_s: float = 20e-6  # paper 000 Table 4: 20.6 µs at 16 GPUs, 21.1 at 32
     catalog_dir: str | None = None  # VarioPath catalog cache (keyed by topology hash)
     validate: bool = True
+    # the NCCL-like parameters (fabrics.network.nccl.params.Generation) of the collectives NCCL runs: the
+    # non-AlltoAllv collectives, and the AlltoAllv under scheduler=nccl (None: the ideal flow evaluator)
+    nccl: object = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.scheduler not in SCHEDULERS:
@@ -79,6 +90,10 @@ class PcieNetwork:
         self._a2av_cache: dict = {}
         self.schedules_used: dict[tuple[str, str, str], str] = {}
         self._totals = dict.fromkeys(("calls", "activations", "bytes", "planning_s", "movement_s"), 0)
+        self.nccl = None
+        if params.nccl is not None:
+            self.use_nccl(params.nccl)
+        self._latency_s: dict[int, tuple[float, float]] = {}
 
     # -- protocol ------------------------------------------------------------------------------
     def prepare(self, demand: tuple[DemandEntry, ...], world: int) -> None:
@@ -99,11 +114,14 @@ class PcieNetwork:
             planning_s, completion_s, acts, sched, nbytes = self._native(call)
         end = earliest_start_s + planning_s + completion_s
         self.schedules_used[(call.region, call.axis, call.collective)] = sched
+        parts = {"planning": planning_s, "movement": completion_s}
+        if call.call_id in self._latency_s:  # priced by the NCCL-like model: its split of the movement
+            parts["latency_s"], parts["bandwidth_s"] = self._latency_s.pop(call.call_id)
         for key, value in (("calls", 1), ("activations", acts), ("bytes", nbytes), ("planning_s", planning_s),
                            ("movement_s", completion_s)):
             self._totals[key] += value
         self._pending.append(Completion(call_id=call.call_id, start_s=earliest_start_s, end_s=end, schedule=sched,
-                                        planning_s=planning_s, parts={"planning": planning_s, "movement": completion_s}))
+                                        planning_s=planning_s, parts=parts))
 
     def advance(self) -> list[Completion]:
         done, self._pending = self._pending, []
@@ -111,9 +129,13 @@ class PcieNetwork:
 
     def report(self) -> NetworkReport:
         p = self.params
-        return NetworkReport(model="flow", schedules=schedules_by_row(self.schedules_used),
-                             details={"platform": self.cluster.server.name, "nodes": self.cluster.nodes,
-                                      "scheduler": p.scheduler, "planning_mode": p.planning, **self._totals})
+        details = {"platform": self.cluster.server.name, "nodes": self.cluster.nodes,
+                   "scheduler": p.scheduler, "planning_mode": p.planning, **self._totals}
+        if self.nccl is not None:
+            rows = schedules_by_row(self.schedules_used)  # the rows NCCL ran: "<algorithm>/<protocol>"
+            details["nccl"] = {"generation": self.nccl.gen.name, "p2p_level": self.nccl.p2p_level,
+                               "choices": {k: v for k, v in rows.items() if "/" in v}}
+        return NetworkReport(model="flow", schedules=schedules_by_row(self.schedules_used), details=details)
 
     # -- AlltoAllv -----------------------------------------------------------------------------
     @property
@@ -169,7 +191,17 @@ class PcieNetwork:
         if not full.any():
             return 0.0, 0.0, 0, self.params.scheduler, 0
         sched, ev = self.plan_alltoallv(full)
+        if self.nccl is not None and self.params.scheduler == "nccl":
+            est = self._nccl_cached(("a2av", id(sched)), lambda: self.nccl.pairwise(sched))
+            self._latency_s[call.call_id] = (est.latency_s, est.bandwidth_s)
+            return 0.0, est.time_s, sched.n_activations, est.schedule, int(full.sum())
         return self.planning_cost_s(sched), ev.completion_s, sched.n_activations, self.params.scheduler, int(full.sum())
+
+    def _nccl_cached(self, key, compute):
+        hit = self._native_cache.get(key)
+        if hit is None:
+            hit = self._native_cache[key] = compute()
+        return hit
 
     # -- native schedules of the other collectives ---------------------------------------------
     def native_stages(self, collective: str, groups, payload_bytes: int) -> list[tuple[tuple[int, int, int], ...]]:
@@ -197,6 +229,8 @@ class PcieNetwork:
         return [tuple(s) for s in stages]
 
     def _native(self, call: CollectiveCall):
+        if self.nccl is not None:
+            return self._native_nccl(call)
         key = (call.collective, call.groups, call.payload_bytes)
         hit = self._native_cache.get(key)
         if hit is None:
@@ -213,11 +247,43 @@ class PcieNetwork:
         return hit
 
 
+    def use_nccl(self, gen) -> None:
+        """Price calls with the NCCL-like model of ``gen`` (a ``Generation``) from now on."""
+        from fabrics.network.nccl.pcie import PcieNccl
+
+        cpus = {v for v, kind in self.cluster.server.vertices.items() if kind == "cpu"}
+        self.nccl = PcieNccl(gen, self.topology, self.capacity, overhead_s=self.params.activation_overhead_s,
+                             cpus=cpus)
+        self._native_cache.clear()
+
+    def nccl_estimate(self, call: CollectiveCall):
+        """The NCCL-like ``Estimate`` of a non-AlltoAllv call (ring or pairwise p2p; cached)."""
+        from fabrics.network.nccl.pcie import RING_COLLECTIVES
+
+        def compute():
+            stages = self.native_stages(call.collective, call.groups, call.payload_bytes)
+            if call.collective in RING_COLLECTIVES:
+                return self.nccl.ring(call.collective, stages, call.groups, call.payload_bytes), stages
+            return self.nccl.pairwise(native_schedule(self, call.collective, call.groups, call.payload_bytes)), stages
+
+        return self._nccl_cached(("native", call.collective, call.groups, call.payload_bytes), compute)
+
+    def _native_nccl(self, call: CollectiveCall):
+        est, stages = self.nccl_estimate(call)
+        self._latency_s[call.call_id] = (est.latency_s, est.bandwidth_s)
+        nbytes = sum(b for lanes in stages for _, _, b in lanes)
+        return 0.0, est.time_s, len(stages), est.schedule, nbytes
+
+
 def native_schedule(net: PcieNetwork, collective: str, groups, payload_bytes: int) -> AlltoallvSchedule:
     """The native schedule of a collective as activations (for inspection / tests)."""
     stages = net.native_stages(collective, groups, payload_bytes)
     acts = tuple(Activation(lanes=tuple(Lane(src=i, dst=j, path=net.topology.nearest(i, j), bytes=b)
                                         for i, j, b in lanes)) for lanes in stages)
     n = net.cluster.n_ranks
+    demand = np.zeros((n, n), dtype=np.int64)
+    for lanes in stages:
+        for i, j, b in lanes:
+            demand[i, j] += b
     return AlltoallvSchedule(scheduler=f"native_{collective}", platform=net.topology.name, n_ranks=n,
-                             demand=np.zeros((n, n), dtype=np.int64), activations=acts, channels=False)
+                             demand=demand, activations=acts, channels=False)

@@ -48,7 +48,8 @@ def test_pcie_runs_decode_and_collective_on_the_flow_model(pipeline):
                          "size=1MiB")
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = results(out)
-    assert res["network"] == "flow" and res["world"] == 16 and res["schedule"] == "native_allreduce"
+    # NCCL's own collectives on PCIe are priced by the NCCL-like model: the schedule is NCCL's choice
+    assert res["network"] == "flow" and res["world"] == 16 and res["schedule"] in ("ring/ll", "ring/simple")
     assert res["completion_s"] > 0 and res["network_report"]["platform"] == "r5080_bf3"
 
 

@@ -41,6 +41,12 @@ def test_experiment_compares_nccl_and_variopath(pipeline):
     (row,) = res["comparison"]
     assert res["compare"] == ["nccl", "variopath"] and row["paper_reduction_pct"] == 19.1
     assert row["nccl"]["planning_total_s"] == 0 and row["variopath"]["planning_total_s"] > 0
+    # the NCCL baseline is priced by the NCCL-like model: its AlltoAllv ran as grouped p2p sends
+    choices = row["nccl"]["nccl_choices"]
+    assert choices["ffn/ep/alltoallv"] == "p2p/simple", choices
+    # in the VarioPath arm only NCCL's own collectives (the KV all-gather) carry an NCCL choice
+    assert "ffn/ep/alltoallv" not in row["variopath"]["nccl_choices"]
+    assert row["variopath"]["nccl_choices"]["attention/world/allgather"] == choices["attention/world/allgather"]
     # VarioPath moves the dispatch/combine data faster than NCCL-like on 2 nodes
     assert row["alltoallv_reduction_pct"] > 10
     assert row["latency_reduction_pct"] == pytest.approx(

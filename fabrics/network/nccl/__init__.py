@@ -22,6 +22,11 @@ Modules (one job each):
   ``Placement``) and ``build_nccl`` (the registry's builder). Concurrent calls are priced independently, as in
   the analytical model; the groups of one call share their nodes' NICs.
 
+- ``pcie``: ``PcieNccl``, the same tables on PCIe servers (``fabric=pcie``): the transport of a
+  pair from NCCL's path type and ``p2p_level`` (``pci`` P2P under a switch, ``pci_rc`` P2P through
+  the root complex, ``shm`` / ``shm_sys`` host memory, ``net``), the bandwidth from the flow
+  evaluator with each lane at its transport's efficiency, NCCL's latency on top.
+
 To add a bus (e.g. PCIe: P2P through the root complex, SHM through host memory), add its rows
 under ``hop_latency.<transport>`` and ``efficiency.<transport>`` in conf/network/nccl.yaml and
 give ``NcclNetwork`` a system adapter like ``GpuSystem`` whose ``intra_transport`` is that row and

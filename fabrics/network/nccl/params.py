@@ -24,7 +24,13 @@ PROTOCOLS = ("ll", "ll128", "simple")
 # Point-to-point (all-to-all, AlltoAllv, send/recv) is priced with its own row ``p2p``: NCCL runs
 # them as grouped sends/receives outside the collective tuner.
 ROWS = ("ring", "tree", "nvls", "nvls_tree", "p2p")
-TRANSPORTS = ("nvlink", "pci", "net")
+# PCIe servers (fabrics.network.nccl.pcie): ``pci`` = P2P between GPUs under one PCIe switch (NCCL
+# PATH_PIX / PATH_PXB, tuning.cc hwLat row PCI); ``pci_rc`` = P2P through the CPU root complex
+# (PATH_PHB / PATH_SYS, only where NCCL_P2P_LEVEL allows it); ``shm`` = NCCL's SHM transport
+# through host memory on one socket; ``shm_sys`` = SHM across the sockets' interconnect.
+TRANSPORTS = ("nvlink", "pci", "pci_rc", "shm", "shm_sys", "net")
+# NCCL_P2P_LEVEL values, nearest first (paths.cc ncclTopoCheckP2p: P2P when path type <= level).
+P2P_LEVELS = ("none", "pix", "pxb", "phb", "sys")
 # NCCL runs NVLS and NVLS-tree with the Simple protocol only (tuning.cc: `p != NCCL_PROTO_SIMPLE`).
 SIMPLE_ONLY = ("nvls", "nvls_tree")
 
@@ -80,6 +86,9 @@ class Generation:
     nvls_overlap_chunks: float = 1.0
     p2p_ll_threshold_bytes: int = 16384  # enqueue.cc: NCCL_P2P_LL_THRESHOLD (LL below, Simple above)
     ring_ll_threshold_per_rank: bool = True  # tuning.cc: ring LL thread threshold *= nRanks
+    # PCIe servers only: the farthest path P2P is used on (NCCL_P2P_LEVEL); beyond it NCCL uses SHM.
+    # paths.cc: default PATH_SYS, PATH_PXB on Intel x86 (and ARM, Zhaoxin) CPUs.
+    p2p_level: str = "sys"
     fitted: tuple[str, ...] = field(default=(), compare=False)  # parameter paths set by pipelines.fit_nccl
 
     def __post_init__(self) -> None:
@@ -102,6 +111,8 @@ class Generation:
                     raise SpecError(f"{where}.{table_name}.{transport} is not a transport; use one of: "
                                     f"{', '.join(TRANSPORTS)}")
                 _check_table(f"{where}.{table_name}.{transport}", rows, low, high)
+        if self.p2p_level not in P2P_LEVELS:
+            raise SpecError(f"{where}.p2p_level={self.p2p_level!r} is unknown; choose one of: {', '.join(P2P_LEVELS)}")
         _check_number(f"{where}.nvls_overlap_chunks", self.nvls_overlap_chunks, 0.0, 64.0)
         for name in ("nvls_chunk_bytes", "p2p_ll_threshold_bytes"):
             value = getattr(self, name)
@@ -180,4 +191,4 @@ class NcclSpec:
                         "(add it to a generation's accelerators in conf/network/nccl.yaml)")
 
 
-__all__ = ["ALGORITHMS", "PROTOCOLS", "ROWS", "TRANSPORTS", "SIMPLE_ONLY", "ProtocolShape", "Generation", "NcclSpec"]
+__all__ = ["ALGORITHMS", "PROTOCOLS", "ROWS", "TRANSPORTS", "P2P_LEVELS", "SIMPLE_ONLY", "ProtocolShape", "Generation", "NcclSpec"]
