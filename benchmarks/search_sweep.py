@@ -7,6 +7,14 @@ prints command wall times (what a user waits for, start-up and composition inclu
 sweep's own time, points/s, how busy the Ray workers were, and the speed-up.
 
     .venv/bin/python benchmarks/search_sweep.py [--experiment figure4_megatron] [--repeats 1]
+
+``--compare REF`` measures before/after side by side in one run instead: the same sweep with
+the code of git commit REF (exported to a temporary folder) and with this tree, alternating, Ray
+on, MLflow on (``--tracking off`` for off), this tree twice: with a cold OCS plan store (a fresh
+``GX_PLAN_STORE`` folder each run) and with the warm store the cold run left. Prints each run as
+it ends and the medians:
+
+    .venv/bin/python benchmarks/search_sweep.py --compare 6f183eb --repeats 3
 """
 
 from __future__ import annotations
@@ -65,12 +73,65 @@ def overhead(points: int = 64) -> None:
     print("(command wall includes composing and validating every point before the sweep starts)")
 
 
+def export_commit(ref: str, dest: Path) -> Path:
+    """The tree of commit ``ref`` as plain files under ``dest`` (``git archive``)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "archive", ref], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+def timed_sweep(code: Path, experiment: str, tmp: Path, tracking: bool, store: Path | None) -> float:
+    """Wall seconds of one ``gx search -m`` sweep of ``code`` (Ray on), from a clean folder."""
+    run_dir = Path(tempfile.mkdtemp(dir=tmp))
+    env = {k: v for k, v in os.environ.items() if k not in ("GX_PLAN_STORE", "MLFLOW_TRACKING_URI")}
+    env.update(PYTHONPATH=str(code), MLFLOW_TRACKING_URI=f"sqlite:///{run_dir}/mlflow.db",
+               GX_PLAN_STORE=str(store) if store is not None else "off")
+    cmd = [sys.executable, "-m", "pipelines.search", "-m", f"experiment={experiment}",
+           f"tracking.enabled={str(tracking).lower()}", f"hydra.sweep.dir={run_dir / 'sweep'}"]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=code, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    if proc.returncode:
+        sys.exit(f"sweep of {code} failed:\n{proc.stderr[-3000:]}")
+    return wall
+
+
+def compare(ref: str, experiment: str, repeats: int, tracking: bool) -> None:
+    import shutil
+
+    label = {"before": f"before ({ref})", "cold": "after, cold plan store", "warm": "after, warm plan store"}
+    walls: dict[str, list[float]] = {k: [] for k in label}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        before = export_commit(ref, tmp / "before")
+        store = tmp / "plan-store"
+        print(f"experiment={experiment}, Ray on, MLflow {'on' if tracking else 'off'}, {os.cpu_count()} cores; "
+              f"{repeats} run(s) each, alternating", flush=True)
+        for r in range(repeats):
+            shutil.rmtree(store, ignore_errors=True)
+            for key, code, st in (("before", before, None), ("cold", ROOT, store), ("warm", ROOT, store)):
+                walls[key].append(timed_sweep(code, experiment, tmp, tracking, st))
+                print(f"  run {r + 1}: {label[key]:<26} {walls[key][-1]:7.1f} s", flush=True)
+    print(f"{'code':<28} {'median wall s':>14}   runs (s)")
+    for key, v in walls.items():
+        print(f"{label[key]:<28} {statistics.median(v):>14.1f}   {', '.join(f'{w:.1f}' for w in v)}")
+    base = statistics.median(walls["before"])
+    print(f"speed-up over {ref}: cold store {base / statistics.median(walls['cold']):.2f}x, "
+          f"warm store {base / statistics.median(walls['warm']):.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--compare", metavar="REF", help="before/after: this tree against git commit REF")
+    ap.add_argument("--tracking", choices=("on", "off"), default="on", help="MLflow in --compare runs")
     ap.add_argument("--experiment", default="figure4_megatron")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--overhead", action="store_true", help="measure Ray's per-point overhead instead")
     args = ap.parse_args()
+    if args.compare:
+        compare(args.compare, args.experiment, args.repeats, args.tracking == "on")
+        return
     if args.overhead:
         overhead()
         return
