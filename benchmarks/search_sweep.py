@@ -9,7 +9,8 @@ sweep's own time, points/s, how busy the Ray workers were, and the speed-up.
     .venv/bin/python benchmarks/search_sweep.py [--experiment figure4_megatron] [--repeats 1]
 
 ``--compare REF`` measures before/after side by side in one run instead: the same sweep with
-the code of git commit REF (exported to a temporary folder) and with this tree, alternating, Ray
+the code of git commit REF and of ``--after`` (default HEAD; both exported to a temporary
+folder, so edits made meanwhile do not leak in), alternating, wall and CPU seconds, Ray
 on, MLflow on (``--tracking off`` for off), this tree twice: with a cold OCS plan store (a fresh
 ``GX_PLAN_STORE`` folder each run) and with the warm store the cold run left. Prints each run as
 it ends and the medians:
@@ -81,56 +82,67 @@ def export_commit(ref: str, dest: Path) -> Path:
     return dest
 
 
-def timed_sweep(code: Path, experiment: str, tmp: Path, tracking: bool, store: Path | None) -> float:
-    """Wall seconds of one ``gx search -m`` sweep of ``code`` (Ray on), from a clean folder."""
+def timed_sweep(code: Path, experiment: str, tmp: Path, tracking: bool, store: Path | None) -> tuple[float, float]:
+    """(wall s, CPU s of the command and every process it waited for: Ray's included) of one
+    ``gx search -m`` sweep of ``code`` (Ray on), from a clean folder. CPU time is what a loaded
+    machine does not inflate."""
+    import resource
+
     run_dir = Path(tempfile.mkdtemp(dir=tmp))
     env = {k: v for k, v in os.environ.items() if k not in ("GX_PLAN_STORE", "MLFLOW_TRACKING_URI")}
     env.update(PYTHONPATH=str(code), MLFLOW_TRACKING_URI=f"sqlite:///{run_dir}/mlflow.db",
                GX_PLAN_STORE=str(store) if store is not None else "off")
     cmd = [sys.executable, "-m", "pipelines.search", "-m", f"experiment={experiment}",
            f"tracking.enabled={str(tracking).lower()}", f"hydra.sweep.dir={run_dir / 'sweep'}"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=code, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         sys.exit(f"sweep of {code} failed:\n{proc.stderr[-3000:]}")
-    return wall
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def compare(ref: str, experiment: str, repeats: int, tracking: bool) -> None:
+def compare(ref: str, after_ref: str, experiment: str, repeats: int, tracking: bool) -> None:
     import shutil
 
-    label = {"before": f"before ({ref})", "cold": "after, cold plan store", "warm": "after, warm plan store"}
-    walls: dict[str, list[float]] = {k: [] for k in label}
+    label = {"before": f"before ({ref})", "cold": f"{after_ref}, cold plan store", "warm": f"{after_ref}, warm plan store"}
+    walls: dict[str, list[tuple[float, float]]] = {k: [] for k in label}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         before = export_commit(ref, tmp / "before")
+        after = export_commit(after_ref, tmp / "after")
         store = tmp / "plan-store"
         print(f"experiment={experiment}, Ray on, MLflow {'on' if tracking else 'off'}, {os.cpu_count()} cores; "
               f"{repeats} run(s) each, alternating", flush=True)
         for r in range(repeats):
             shutil.rmtree(store, ignore_errors=True)
-            for key, code, st in (("before", before, None), ("cold", ROOT, store), ("warm", ROOT, store)):
+            for key, code, st in (("before", before, None), ("cold", after, store), ("warm", after, store)):
                 walls[key].append(timed_sweep(code, experiment, tmp, tracking, st))
-                print(f"  run {r + 1}: {label[key]:<26} {walls[key][-1]:7.1f} s", flush=True)
-    print(f"{'code':<28} {'median wall s':>14}   runs (s)")
+                w, c = walls[key][-1]
+                print(f"  run {r + 1}: {label[key]:<30} wall {w:7.1f} s   CPU {c:7.1f} s", flush=True)
+    print(f"{'code':<32} {'median wall s':>14} {'median CPU s':>13}   runs (wall s)")
     for key, v in walls.items():
-        print(f"{label[key]:<28} {statistics.median(v):>14.1f}   {', '.join(f'{w:.1f}' for w in v)}")
-    base = statistics.median(walls["before"])
-    print(f"speed-up over {ref}: cold store {base / statistics.median(walls['cold']):.2f}x, "
-          f"warm store {base / statistics.median(walls['warm']):.2f}x")
+        print(f"{label[key]:<32} {statistics.median(w for w, _ in v):>14.1f} {statistics.median(c for _, c in v):>13.1f}   "
+              f"{', '.join(f'{w:.1f}' for w, _ in v)}")
+    for i, what in ((0, "wall"), (1, "CPU")):
+        base = statistics.median(v[i] for v in walls["before"])
+        print(f"speed-up over {ref} ({what}): cold store {base / statistics.median(v[i] for v in walls['cold']):.2f}x, "
+              f"warm store {base / statistics.median(v[i] for v in walls['warm']):.2f}x")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--compare", metavar="REF", help="before/after: this tree against git commit REF")
+    ap.add_argument("--compare", metavar="REF", help="before/after: git commit --after against git commit REF")
+    ap.add_argument("--after", default="HEAD", help="the 'after' commit of --compare (default HEAD)")
     ap.add_argument("--tracking", choices=("on", "off"), default="on", help="MLflow in --compare runs")
     ap.add_argument("--experiment", default="figure4_megatron")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--overhead", action="store_true", help="measure Ray's per-point overhead instead")
     args = ap.parse_args()
     if args.compare:
-        compare(args.compare, args.experiment, args.repeats, args.tracking == "on")
+        compare(args.compare, args.after, args.experiment, args.repeats, args.tracking == "on")
         return
     if args.overhead:
         overhead()
