@@ -86,8 +86,9 @@ class DeploymentFabric:
 
 # (fabric, world, circuit configuration) -> (RoutedFabric, PhasePricer): what a deployment prices
 # on depends only on these, not on its demand rows, so the splits of a search that are planned to
-# the same port permutations (OCS; ~28 distinct in 72 Megatron 5T splits) or that share an EPS
-# fabric reuse one routed fabric and its memoised schedule prices. Explicit, keyed, LRU;
+# the same port permutations (OCS; ~28 distinct in 72 Megatron 5T splits), that get the same
+# placement and rack circuits (hybrid) or that share an EPS fabric reuse one routed fabric and
+# its memoised schedule prices. Explicit, keyed, LRU;
 # clear_routed_cache() is always safe.
 _ROUTED: OrderedDict = OrderedDict()
 _ROUTED_KEEP = 32
@@ -159,11 +160,12 @@ def demand_step_time_s(pricer: PhasePricer, demand, world: int) -> float:
     return total
 
 
-def _hybrid_candidate(fabric: PhysicalFabric, alloc, traffic):
+def _hybrid_candidate(fabric: PhysicalFabric, alloc, traffic, world: int):
     rack_demand = rack_demand_bytes(alloc.rack_of_rank(fabric), traffic, fabric.spec.racks)
     ocs = hybrid_for_demand(fabric, rack_demand)
-    routed = route(fabric, alloc, ocs)
-    return routed, ocs, rack_demand
+    routed, pricer = _routed_pricer(fabric, world, ("hybrid", alloc.accelerators, ocs.rack.targets),
+                                    lambda: route(fabric, alloc, ocs))
+    return routed, pricer, ocs, rack_demand
 
 
 def _prepare_hybrid(fabric: PhysicalFabric, demand, world: int) -> DeploymentFabric:
@@ -178,8 +180,7 @@ def _prepare_hybrid(fabric: PhysicalFabric, demand, world: int) -> DeploymentFab
     for alloc in (balanced_hybrid_allocation(fabric, world, traffic), linear_allocation(world)):
         if any(alloc.accelerators == c[0].accelerators for c in candidates):
             continue
-        routed, ocs, rack_demand = _hybrid_candidate(fabric, alloc, traffic)
-        pricer = PhasePricer(routed)
+        routed, pricer, ocs, rack_demand = _hybrid_candidate(fabric, alloc, traffic, world)
         t = demand_step_time_s(pricer, demand, world) if traffic else 0.0
         candidates.append((alloc, routed, ocs, rack_demand, pricer, t))
     alloc, routed, ocs, rack_demand, pricer, _ = min(candidates, key=lambda c: c[5])
