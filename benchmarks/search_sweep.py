@@ -16,6 +16,10 @@ on, MLflow on (``--tracking off`` for off), this tree twice: with a cold OCS pla
 it ends and the medians:
 
     .venv/bin/python benchmarks/search_sweep.py --compare 6f183eb --repeats 3
+
+``--compare REF --cells`` measures the point work alone the same way: the six cells of batch 1
+(three fabrics x two contexts) in one fresh process per run, CPU seconds per cell, and whether
+every variant gives the same results.
 """
 
 from __future__ import annotations
@@ -132,8 +136,69 @@ def compare(ref: str, after_ref: str, experiment: str, repeats: int, tracking: b
               f"warm store {base / statistics.median(v[i] for v in walls['warm']):.2f}x")
 
 
+CELLS = ("all_ocs:1:32K", "all_ocs:1:5M", "hybrid:1:32K", "hybrid:1:5M", "all_eps:1:32K", "all_eps:1:5M")
+
+
+def cell_worker(cells: list[str]) -> None:
+    """In this process (the code on PYTHONPATH): CPU s and a results digest per search cell."""
+    import hashlib
+
+    from hydra import compose, initialize_config_dir
+
+    code = Path(os.environ["PYTHONPATH"].split(os.pathsep)[0])
+    with initialize_config_dir(config_dir=str(code / "conf"), version_base=None):
+        cfgs = [compose("search", overrides=["experiment=figure4_megatron", f"fabric={f}", f"batch={b}",
+                                             f"context={c}", "tracking=off"])
+                for f, b, c in (cell.split(":") for cell in cells)]
+    from pipelines.search import task
+
+    out = []
+    for cell, cfg in zip(cells, cfgs):
+        t0 = time.process_time()
+        results, _ = task(cfg)
+        out.append({"cell": cell, "cpu_s": time.process_time() - t0,
+                    "digest": hashlib.sha256(json.dumps(results, sort_keys=True).encode()).hexdigest()[:16]})
+    print("CELLS" + json.dumps(out))
+
+
+def compare_cells(ref: str, after_ref: str, repeats: int, cells=CELLS) -> None:
+    """Point work before/after: the cells of one Megatron batch in one fresh process each run
+    (colocated as a sweep runs them), CPU seconds (not inflated by a loaded machine), results
+    digests compared."""
+    import shutil
+
+    label = {"before": f"before ({ref})", "cold": f"{after_ref}, cold plan store", "warm": f"{after_ref}, warm plan store"}
+    runs: dict[str, list[list[dict]]] = {k: [] for k in label}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        trees = {"before": export_commit(ref, tmp / "before"), "after": export_commit(after_ref, tmp / "after")}
+        store = tmp / "plan-store"
+        for r in range(repeats):
+            shutil.rmtree(store, ignore_errors=True)
+            for key, tree in (("before", "before"), ("cold", "after"), ("warm", "after")):
+                env = dict(os.environ, PYTHONPATH=str(trees[tree]), GX_PLAN_STORE=str(store))
+                proc = subprocess.run([sys.executable, __file__, "--cell-worker", *cells], cwd=trees[tree],
+                                      capture_output=True, text=True, env=env)
+                if proc.returncode:
+                    sys.exit(f"cells of {tree} failed:\n{proc.stderr[-3000:]}")
+                runs[key].append(json.loads(proc.stdout.split("CELLS", 1)[1]))
+                print(f"  run {r + 1}: {label[key]:<30} CPU {sum(c['cpu_s'] for c in runs[key][-1]):7.1f} s", flush=True)
+    print(f"search cells in one process, CPU s, median of {repeats} run(s):")
+    print(f"{'cell':<16}" + "".join(f"{label[k]:>32}" for k in label) + "   same results")
+    for i, cell in enumerate(cells):
+        meds = [statistics.median(run[i]["cpu_s"] for run in runs[k]) for k in label]
+        same = len({run[i]["digest"] for k in label for run in runs[k]}) == 1
+        print(f"{cell:<16}" + "".join(f"{m:>32.2f}" for m in meds) + f"   {'yes' if same else 'NO'}")
+    totals = {k: statistics.median(sum(c["cpu_s"] for c in run) for run in runs[k]) for k in label}
+    print(f"{'total':<16}" + "".join(f"{totals[k]:>32.2f}" for k in label))
+    print(f"speed-up over {ref}: cold store {totals['before'] / totals['cold']:.2f}x, "
+          f"warm store {totals['before'] / totals['warm']:.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--cell-worker", nargs="+", help=argparse.SUPPRESS)
+    ap.add_argument("--cells", action="store_true", help="with --compare: point work of single cells, CPU s")
     ap.add_argument("--compare", metavar="REF", help="before/after: git commit --after against git commit REF")
     ap.add_argument("--after", default="HEAD", help="the 'after' commit of --compare (default HEAD)")
     ap.add_argument("--tracking", choices=("on", "off"), default="on", help="MLflow in --compare runs")
@@ -141,6 +206,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--overhead", action="store_true", help="measure Ray's per-point overhead instead")
     args = ap.parse_args()
+    if args.cell_worker:
+        cell_worker(args.cell_worker)
+        return
+    if args.compare and args.cells:
+        compare_cells(args.compare, args.after, args.repeats)
+        return
     if args.compare:
         compare(args.compare, args.after, args.experiment, args.repeats, args.tracking == "on")
         return
