@@ -157,6 +157,8 @@ def main() -> None:
     ap.add_argument("--genz-python", default=None, help="interpreter with genz-llm (default: .venv-bench)")
     ap.add_argument("--sweep-runs", type=int, default=3)
     ap.add_argument("--no-sweep", action="store_true", help="do not run the 2,160-point search")
+    ap.add_argument("--search-s", type=float, default=None,
+                    help="use this measured search wall time (s) instead of running the sweep")
     args = ap.parse_args()
     if args.genz_worker:
         spec = json.loads(args.genz_worker)
@@ -187,7 +189,9 @@ def main() -> None:
           + (f", GenZ {statistics.median(r['median_s'] for r in genz['rows']) * 1e3:.2f} ms, "
              f"ratio GenZ/gxnet {statistics.median(r['median_s'] for r in genz['rows']) / gx_point:.1f}x"
              if genz else ""))
-    if args.no_sweep:
+    if args.search_s is not None:
+        search_s, how = args.search_s, "given with --search-s"
+    elif args.no_sweep:
         search_s, how = gx_point * SWEEP_POINTS, "gxnet per-point median x 2,160 (no sweep run)"
     else:
         walls = time_search(args.sweep_runs)
