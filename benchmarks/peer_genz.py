@@ -5,8 +5,10 @@ Points: batch x context (``--batches``, ``--contexts``), Mixtral-8x7B, TP8 on 8 
 gxnet times each point as a search does (a new ``Deployment`` and plan per point, one network
 model for all, no trace): ``fabric=single_eps`` (one switched level, as NVSwitch), analytical
 network model. GenZ times ``decode_moddeling(model="mistralai/Mixtral-8x7B", tensor_parallel=8,
-system_name="H100_GPU", bits="bf16")`` per point. Each side runs each point ``--repeats`` times;
-the per-point figure is the median over points of each point's median.
+system_name="H100_GPU", bits="bf16")`` per point. Each side runs each point ``--repeats`` times,
+timed in CPU seconds of its process (``time.process_time``: what a machine shared with other
+work does not inflate; on an idle machine it equals the wall time of these single-threaded
+calls); the per-point figure is the median over points of each point's median.
 
 Per sweep: GenZ's per-point median x 2,160 against gxnet's measured
 ``gx search -m experiment=figure4_megatron`` (Ray and MLflow on, in a temporary folder; the
@@ -62,9 +64,9 @@ def genz_worker(points: list[tuple[int, int]], repeats: int) -> dict:
     for batch, context in points:
         times, latency_ms = [], None
         for _ in range(repeats):
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             out = one(batch, context)
-            times.append(time.perf_counter() - t0)
+            times.append(time.process_time() - t0)
             latency_ms = float(out["Latency"]) if isinstance(out, dict) and "Latency" in out else None
         rows.append({"batch": batch, "context": context, "median_s": statistics.median(times),
                      "decode_step_ms": latency_ms})
@@ -123,9 +125,9 @@ def time_gxnet(points, repeats: int) -> dict:
         times, step = [], None
         for _ in range(repeats):
             PLAN_CACHE.clear()  # every point builds its plan, as a new split of a search does
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             step = execute(build_plan(deployment_spec(cfg)), network, trace=False)
-            times.append(time.perf_counter() - t0)
+            times.append(time.process_time() - t0)
         rows.append({"batch": batch, "context": context, "median_s": statistics.median(times),
                      "decode_step_ms": step.decode_step_s * 1e3})
     return {"rows": rows}
