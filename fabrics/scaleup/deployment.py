@@ -88,8 +88,8 @@ class DeploymentFabric:
 # on depends only on these, not on its demand rows, so the splits of a search that are planned to
 # the same port permutations (OCS; ~28 distinct in 72 Megatron 5T splits), that get the same
 # placement and rack circuits (hybrid) or that share an EPS fabric reuse one routed fabric and
-# its memoised schedule prices. Explicit, keyed, LRU;
-# clear_routed_cache() is always safe.
+# its memoised schedule prices. Explicit, keyed, LRU; clear_routed_cache() is always safe.
+# Memory: ≈ 10 MB an entry at 512 accelerators (measured: +0.3 GB RSS with 32 entries full).
 _ROUTED: OrderedDict = OrderedDict()
 _ROUTED_KEEP = 32
 
