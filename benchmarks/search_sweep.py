@@ -7,6 +7,19 @@ prints command wall times (what a user waits for, start-up and composition inclu
 sweep's own time, points/s, how busy the Ray workers were, and the speed-up.
 
     .venv/bin/python benchmarks/search_sweep.py [--experiment figure4_megatron] [--repeats 1]
+
+``--compare REF`` measures before/after side by side in one run instead: the same sweep with
+the code of git commit REF and of ``--after`` (default HEAD; both exported to a temporary
+folder, so edits made meanwhile do not leak in), alternating, wall and CPU seconds, Ray
+on, MLflow on (``--tracking off`` for off), this tree twice: with a cold OCS plan store (a fresh
+``GX_PLAN_STORE`` folder each run) and with the warm store the cold run left. Prints each run as
+it ends and the medians:
+
+    .venv/bin/python benchmarks/search_sweep.py --compare 6f183eb --repeats 3
+
+``--compare REF --cells`` measures the point work alone the same way: the six cells of batch 1
+(three fabrics x two contexts) in one fresh process per run, CPU seconds per cell, and whether
+every variant gives the same results.
 """
 
 from __future__ import annotations
@@ -65,12 +78,143 @@ def overhead(points: int = 64) -> None:
     print("(command wall includes composing and validating every point before the sweep starts)")
 
 
+def export_commit(ref: str, dest: Path) -> Path:
+    """The tree of commit ``ref`` as plain files under ``dest`` (``git archive``)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "archive", ref], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+def timed_sweep(code: Path, experiment: str, tmp: Path, tracking: bool, store: Path | None) -> tuple[float, float]:
+    """(wall s, CPU s of the command and every process it waited for: Ray's included) of one
+    ``gx search -m`` sweep of ``code`` (Ray on), from a clean folder. CPU time is what a loaded
+    machine does not inflate."""
+    import resource
+
+    run_dir = Path(tempfile.mkdtemp(dir=tmp))
+    env = {k: v for k, v in os.environ.items() if k not in ("GX_PLAN_STORE", "MLFLOW_TRACKING_URI")}
+    env.update(PYTHONPATH=str(code), MLFLOW_TRACKING_URI=f"sqlite:///{run_dir}/mlflow.db",
+               GX_PLAN_STORE=str(store) if store is not None else "off")
+    cmd = [sys.executable, "-m", "pipelines.search", "-m", f"experiment={experiment}",
+           f"tracking.enabled={str(tracking).lower()}", f"hydra.sweep.dir={run_dir / 'sweep'}"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=code, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode:
+        sys.exit(f"sweep of {code} failed:\n{proc.stderr[-3000:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def compare(ref: str, after_ref: str, experiment: str, repeats: int, tracking: bool) -> None:
+    import shutil
+
+    label = {"before": f"before ({ref})", "cold": f"{after_ref}, cold plan store", "warm": f"{after_ref}, warm plan store"}
+    walls: dict[str, list[tuple[float, float]]] = {k: [] for k in label}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        before = export_commit(ref, tmp / "before")
+        after = export_commit(after_ref, tmp / "after")
+        store = tmp / "plan-store"
+        print(f"experiment={experiment}, Ray on, MLflow {'on' if tracking else 'off'}, {os.cpu_count()} cores; "
+              f"{repeats} run(s) each, alternating", flush=True)
+        for r in range(repeats):
+            shutil.rmtree(store, ignore_errors=True)
+            for key, code, st in (("before", before, None), ("cold", after, store), ("warm", after, store)):
+                walls[key].append(timed_sweep(code, experiment, tmp, tracking, st))
+                w, c = walls[key][-1]
+                print(f"  run {r + 1}: {label[key]:<30} wall {w:7.1f} s   CPU {c:7.1f} s", flush=True)
+    print(f"{'code':<32} {'median wall s':>14} {'median CPU s':>13}   runs (wall s)")
+    for key, v in walls.items():
+        print(f"{label[key]:<32} {statistics.median(w for w, _ in v):>14.1f} {statistics.median(c for _, c in v):>13.1f}   "
+              f"{', '.join(f'{w:.1f}' for w, _ in v)}")
+    for i, what in ((0, "wall"), (1, "CPU")):
+        base = statistics.median(v[i] for v in walls["before"])
+        print(f"speed-up over {ref} ({what}): cold store {base / statistics.median(v[i] for v in walls['cold']):.2f}x, "
+              f"warm store {base / statistics.median(v[i] for v in walls['warm']):.2f}x")
+
+
+CELLS = ("all_ocs:1:32K", "all_ocs:1:5M", "hybrid:1:32K", "hybrid:1:5M", "all_eps:1:32K", "all_eps:1:5M")
+
+
+def cell_worker(cells: list[str]) -> None:
+    """In this process (the code on PYTHONPATH): CPU s and a results digest per search cell."""
+    import hashlib
+
+    from hydra import compose, initialize_config_dir
+
+    code = Path(os.environ["PYTHONPATH"].split(os.pathsep)[0])
+    with initialize_config_dir(config_dir=str(code / "conf"), version_base=None):
+        cfgs = [compose("search", overrides=["experiment=figure4_megatron", f"fabric={f}", f"batch={b}",
+                                             f"context={c}", "tracking=off"])
+                for f, b, c in (cell.split(":") for cell in cells)]
+    from pipelines.search import task
+
+    out = []
+    for cell, cfg in zip(cells, cfgs):
+        t0 = time.process_time()
+        results, _ = task(cfg)
+        out.append({"cell": cell, "cpu_s": time.process_time() - t0,
+                    "digest": hashlib.sha256(json.dumps(results, sort_keys=True).encode()).hexdigest()[:16]})
+    print("CELLS" + json.dumps(out))
+
+
+def compare_cells(ref: str, after_ref: str, repeats: int, cells=CELLS) -> None:
+    """Point work before/after: the cells of one Megatron batch in one fresh process each run
+    (colocated as a sweep runs them), CPU seconds (not inflated by a loaded machine), results
+    digests compared."""
+    import shutil
+
+    label = {"before": f"before ({ref})", "cold": f"{after_ref}, cold plan store", "warm": f"{after_ref}, warm plan store"}
+    runs: dict[str, list[list[dict]]] = {k: [] for k in label}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        trees = {"before": export_commit(ref, tmp / "before"), "after": export_commit(after_ref, tmp / "after")}
+        store = tmp / "plan-store"
+        for r in range(repeats):
+            shutil.rmtree(store, ignore_errors=True)
+            for key, tree in (("before", "before"), ("cold", "after"), ("warm", "after")):
+                env = dict(os.environ, PYTHONPATH=str(trees[tree]), GX_PLAN_STORE=str(store))
+                proc = subprocess.run([sys.executable, __file__, "--cell-worker", *cells], cwd=trees[tree],
+                                      capture_output=True, text=True, env=env)
+                if proc.returncode:
+                    sys.exit(f"cells of {tree} failed:\n{proc.stderr[-3000:]}")
+                runs[key].append(json.loads(proc.stdout.split("CELLS", 1)[1]))
+                print(f"  run {r + 1}: {label[key]:<30} CPU {sum(c['cpu_s'] for c in runs[key][-1]):7.1f} s", flush=True)
+    print(f"search cells in one process, CPU s, median of {repeats} run(s):")
+    print(f"{'cell':<16}" + "".join(f"{label[k]:>32}" for k in label) + "   same results")
+    for i, cell in enumerate(cells):
+        meds = [statistics.median(run[i]["cpu_s"] for run in runs[k]) for k in label]
+        same = len({run[i]["digest"] for k in label for run in runs[k]}) == 1
+        print(f"{cell:<16}" + "".join(f"{m:>32.2f}" for m in meds) + f"   {'yes' if same else 'NO'}")
+    totals = {k: statistics.median(sum(c["cpu_s"] for c in run) for run in runs[k]) for k in label}
+    print(f"{'total':<16}" + "".join(f"{totals[k]:>32.2f}" for k in label))
+    print(f"speed-up over {ref}: cold store {totals['before'] / totals['cold']:.2f}x, "
+          f"warm store {totals['before'] / totals['warm']:.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--cell-worker", nargs="+", help=argparse.SUPPRESS)
+    ap.add_argument("--cells", action="store_true", help="with --compare: point work of single cells, CPU s")
+    ap.add_argument("--compare", metavar="REF", help="before/after: git commit --after against git commit REF")
+    ap.add_argument("--after", default="HEAD", help="the 'after' commit of --compare (default HEAD)")
+    ap.add_argument("--tracking", choices=("on", "off"), default="on", help="MLflow in --compare runs")
     ap.add_argument("--experiment", default="figure4_megatron")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--overhead", action="store_true", help="measure Ray's per-point overhead instead")
     args = ap.parse_args()
+    if args.cell_worker:
+        cell_worker(args.cell_worker)
+        return
+    if args.compare and args.cells:
+        compare_cells(args.compare, args.after, args.repeats)
+        return
+    if args.compare:
+        compare(args.compare, args.after, args.experiment, args.repeats, args.tracking == "on")
+        return
     if args.overhead:
         overhead()
         return

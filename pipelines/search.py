@@ -26,7 +26,11 @@ from pipelines.specs import deployment_spec, model_spec, plain, positive_int
 
 
 def time_splits(cfg, network_cfg=None) -> list[dict]:
+    """One row per Helix split of the cell. The splits share one network model (its schedule and
+    price caches; ``cell_network``) and are executed without a trace (nothing here reads it)."""
+    from gxnet.executor import execute
     from gxnet.parallel import ParallelSpec
+    from gxnet.plan import build_plan
     from gxnet.splits import helix_splits
 
     model = model_spec(cfg)
@@ -42,12 +46,38 @@ def time_splits(cfg, network_cfg=None) -> list[dict]:
             rows.append({**row, "feasible": False, "reason": str(exc)})
             continue
         if network is None:
-            network = build_network(network_cfg or cfg, dep.accelerator, dep.world)
-        _, step = evaluate(cfg, dep, network)
+            network = cell_network(network_cfg or cfg, dep.accelerator, dep.world)
+        step = execute(build_plan(dep), network, trace=False)
         res = results_of(cfg, dep, step)
         rows.append({**row, "feasible": True, **{k: res[k] for k in (
             "decode_step_s", "interactivity_tok_s_user", "throughput_tok_s", "breakdown_s", "memory_bytes_per_rank")}})
     return rows
+
+
+# config -> network model: cells a process runs that differ only in batch and context share it
+# (its prepared fabrics and prices are keyed by demand, so sharing gives the same numbers).
+# Explicit and keyed; clear_cell_networks() is always safe.
+_CELL_NETWORKS: dict = {}
+_CELL_NETWORKS_KEEP = 2
+_NOT_NETWORK_KEYS = ("batch", "context", "search", "hydra", "ray", "tracking", "sweep")
+
+
+def cell_network(cfg, accelerator, world: int):
+    import json
+
+    rest = {k: v for k, v in plain(cfg).items() if k not in _NOT_NETWORK_KEYS}
+    key = json.dumps([rest, repr(accelerator), world], sort_keys=True, default=str)
+    network = _CELL_NETWORKS.pop(key, None)
+    if network is None:
+        network = build_network(cfg, accelerator, world)
+    _CELL_NETWORKS[key] = network  # most recent last
+    while len(_CELL_NETWORKS) > _CELL_NETWORKS_KEEP:
+        _CELL_NETWORKS.pop(next(iter(_CELL_NETWORKS)))
+    return network
+
+
+def clear_cell_networks() -> None:
+    _CELL_NETWORKS.clear()
 
 
 def analytical_view(cfg):
@@ -62,8 +92,11 @@ def analytical_view(cfg):
 
 
 def task(cfg):
+    from pipelines.plan_store import attach_default_plan_store
+
     preflight("search", cfg)
     t0 = time.perf_counter()
+    attach_default_plan_store()  # OCS plans shared by the sweep's processes and later runs
     rows = time_splits(analytical_view(cfg))
     feasible = [r for r in rows if r["feasible"]]
     if not feasible:
