@@ -280,6 +280,7 @@ class Tracker:
     def __post_init__(self) -> None:
         bound_http_retries()
         self._sweep_lock: FileLock | None = None
+        self._known: dict[str, str] = {}  # config hash -> FINISHED child of this driver's parent run
         self.commit = git_commit()  # once per driver, not a git process per logged point
         if self.uri.startswith(("http://", "https://")):
             probe_http(self.uri)
@@ -427,6 +428,21 @@ class Tracker:
         if self.report and not self.down and (self.logged or not self._has_report(parent_id)):
             self.attach_report(parent_id)
 
+    def sweep_dirs(self, parent_id: str | None) -> list[str]:
+        """The sweep directories that ran this sweep before (the parent's tag)."""
+        if not parent_id:
+            return []
+        return self._guard("reading the sweep's parent run", lambda: json.loads(
+            self.client.get_run(parent_id).data.tags.get(TAG_SWEEP_DIRS, "[]")), [])
+
+    def log_table(self, parent_id: str | None, path: Path, n_points: int) -> None:
+        """A large sweep's results (every point once) as one artifact of its parent run."""
+        if not parent_id:
+            return
+        self._guard("attaching the sweep's results table", lambda: (
+            self.client.log_artifact(parent_id, str(path)),
+            self.client.set_tag(parent_id, "gx.results_table", f"{Path(path).name} ({n_points} points)")))
+
     def _has_report(self, parent_id: str) -> bool:
         """Whether the parent already carries a report (a rerun that logged nothing keeps it)."""
         files = self._guard("listing the parent's artifacts", lambda: self.client.list_artifacts(parent_id, "report"), [])
@@ -487,6 +503,8 @@ class Tracker:
             for extra in finished[1:]:  # a point is logged once: the earliest FINISHED child stays
                 self.client.delete_run(extra.info.run_id)
                 group.remove(extra)
+            if finished and parent_id == self.parent_id:
+                self._known[h] = finished[0].info.run_id
         return by_hash
 
     def finished_hashes(self, parent_id: str) -> set[str]:
@@ -537,7 +555,15 @@ class Tracker:
              stale: list | None) -> str:
         from mlflow.entities import Metric, Param
 
-        if parent_id:
+        # holding the sweep's lock on a local SQLite store, no other driver logs its children (the
+        # lock is per host: a server shared by hosts is still searched): the children were read at
+        # the start and this driver's own are remembered, so the store is not searched per point
+        exclusive = (self._sweep_lock is not None and parent_id == self.parent_id
+                     and _sqlite_path(self.uri) is not None)
+        if exclusive and record.cfg_hash in self._known:  # logged already by this driver or a run before
+            self.remove_unfinished(stale)
+            return self._known[record.cfg_hash]
+        if parent_id and not exclusive:
             done = self._finished_child(parent_id, record.cfg_hash)
             if done:  # logged already (a rerun, gx sync, or another driver): never twice
                 self.remove_unfinished(stale)
@@ -559,8 +585,10 @@ class Tracker:
         if artifact_dir is not None and Path(artifact_dir).is_dir():
             self.client.log_artifacts(rid, str(artifact_dir))
         self.client.set_terminated(rid, record.status)
+        if exclusive and record.status == "FINISHED":
+            self._known[record.cfg_hash] = rid
         self.remove_unfinished(stale)
-        if parent_id and record.status == "FINISHED":  # the run is logged: the rest is best effort
+        if parent_id and record.status == "FINISHED" and not exclusive:  # logged: the rest is best effort
             return self._guard("checking the point for duplicates",
                                lambda: self._keep_earliest(parent_id, record.cfg_hash), None) or rid
         return rid
@@ -588,12 +616,15 @@ class Tracker:
                               params=rec.params, results=results, error=rec.error, stale=stale,
                               artifact_dir=Path(job_dir) if results is not None else None, wall_s=rec.wall_s)
 
-    def adopt_from_disk(self, parent_id: str | None, points: list, existing: dict[str, list]) -> int:
+    def adopt_from_disk(self, parent_id: str | None, points, existing: dict[str, list],
+                        hashes: set[str] | None = None) -> int:
         """Points of this sweep that an earlier driver computed but could not log (the store was
         down): log them from their job directories instead of computing them again. Updates
-        ``existing`` so the caller skips them; returns how many were adopted."""
-        missing = {p.cfg_hash for p in points
-                   if not any(r.info.status == "FINISHED" for r in existing.get(p.cfg_hash, []))}
+        ``existing`` so the caller skips them; returns how many were adopted. ``hashes``: the
+        points' config hashes, when ``points`` is not a list of ready points."""
+        if hashes is None:
+            hashes = {p.cfg_hash for p in points}
+        missing = {h for h in hashes if not any(r.info.status == "FINISHED" for r in existing.get(h, []))}
         if not missing or not parent_id or self.down:
             return 0
         dirs = self._guard("reading the sweep's parent run", lambda: json.loads(
@@ -642,3 +673,67 @@ def measured_metrics(wall_s: float | None, job_dir: Path | None) -> dict[str, fl
             timings = {}
         out.update({f"timing.{k}": v for k, v in numeric_metrics(timings).items()})
     return out
+
+
+class TrackingWriter:
+    """Logs a sweep's points from a background thread, off the driver's critical path.
+
+    ``put`` queues a point's :meth:`Tracker.log_point` arguments and returns at once; the
+    thread takes what has queued up (up to ``batch`` points) and logs it, then calls
+    ``on_logged(item, run_id)`` for each (the sweep appends the point's table row there, so the
+    table never lists a point the store could still miss). A store failure marks the tracker
+    down (said once) and spools the rest, as before; nothing here raises into the sweep.
+    ``close`` drains the queue: every queued point is logged (or spooled) exactly once.
+    """
+
+    def __init__(self, tracker: "Tracker", on_logged: Callable[[dict, str | None], None] | None = None,
+                 batch: int = 64):
+        import queue
+        import threading
+
+        self.tracker, self.on_logged, self.batch = tracker, on_logged, batch
+        self.queue: "queue.Queue" = queue.Queue()
+        self.logged = 0
+        self.thread = threading.Thread(target=self._run, name="gx-tracking-writer", daemon=True)
+        self.thread.start()
+
+    def put(self, item: dict) -> None:
+        self.queue.put(item)
+
+    def pending(self) -> int:
+        return self.queue.qsize()
+
+    def _run(self) -> None:
+        import queue
+
+        stop = False
+        while not stop:
+            items = [self.queue.get()]
+            while len(items) < self.batch:
+                try:
+                    items.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            for item in items:
+                if item is None:
+                    stop = True
+                    continue
+                self._log(item)
+
+    def _log(self, item: dict) -> None:
+        kwargs = {k: v for k, v in item.items() if not k.startswith("_")}
+        try:
+            run_id = self.tracker.log_point(**kwargs)
+        except Exception as exc:  # log_point guards the store; this is the last line of defence
+            self.tracker.down = self.tracker.down or _reason(exc)
+            run_id = None
+        self.logged += 1
+        if self.on_logged is not None:
+            try:
+                self.on_logged(item, run_id)
+            except Exception as exc:
+                print(f"warning: recording point {item.get('name')!r} failed ({_reason(exc)})", file=sys.stderr)
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.thread.join()
