@@ -364,7 +364,8 @@ def write_job_hydra(p: SweepPoint) -> None:
 
     from pipelines.outputs import write_atomic
 
-    plain = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
+    # the launcher gives a plain dict; a DictConfig (a caller's own point) is converted once
+    plain = dict(cfg) if isinstance(cfg, dict) else OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
     hydra = plain.pop("hydra", None) or {}
     if hydra.get("output_subdir") is None:
         return

@@ -150,6 +150,9 @@ class PointSource:
     def overrides(self, i: int) -> list[str]:
         return list(filter_overrides(self.job_overrides[i]))
 
+    def index(self, i: int) -> int:
+        return self.first + i
+
     def __getitem__(self, i: int):
         from pipelines.sweep import SweepPoint, point_config
 
