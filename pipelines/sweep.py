@@ -99,7 +99,7 @@ def point_timeout_s(sweep_cfg: dict | None) -> float | None:
     return seconds
 
 
-SWEEP_KEYS = ("point_timeout",)
+SWEEP_KEYS = ("point_timeout", "job_dirs")
 
 
 def check_sweep_keys(sweep_cfg: dict) -> None:
@@ -111,6 +111,10 @@ def check_sweep_keys(sweep_cfg: dict) -> None:
         if key not in SWEEP_KEYS:
             raise SpecError(f"sweep.{key} is not a sweep setting; the sweep block has {', '.join(SWEEP_KEYS)}")
     point_timeout_s(sweep_cfg)
+    job_dirs = sweep_cfg.get("job_dirs", "auto")
+    if job_dirs not in (None, "auto", True, False):
+        raise SpecError(f"sweep.job_dirs={job_dirs!r} must be auto (a job folder per point up to "
+                        f"{JOB_DIRS_AUTO_MAX} points), true or false")
 
 
 class PointTimeout(BaseException):
@@ -146,23 +150,25 @@ def timeout_error(timeout_s: float) -> str:
     return f"timed out: ran over sweep.point_timeout={timeout_s:g}s"
 
 
-def run_points(pipeline: str, cfgs: list[dict], timeout_s: float | None = None) -> list[dict]:
-    """Worker side: run the pipeline's pure task on each config (no files, no MLflow)."""
-    from omegaconf import OmegaConf
-
+def run_points(pipeline: str, cfgs: list[dict], timeout_s: float | None = None,
+               artifacts: bool = True) -> list[dict]:
+    """Worker side: run the pipeline's pure task on each config (no files, no MLflow).
+    ``artifacts=False``: drop the points' artifacts here (a sweep without job folders)."""
     from collectives.errors import SpecError
 
     # a dotted name is a module of its own (a test pipeline); the others live in pipelines/
     module = importlib.import_module(pipeline if "." in pipeline else f"pipelines.{pipeline}")
     task = module.main.task
+    worker = _worker_name()
+    configs = _REUSED.setdefault(pipeline, ReusedConfig())  # the next task of this process goes on from it
     outcomes = []
     for cfg in cfgs:
         t0, started = time.perf_counter(), time.time()
         try:
             with deadline(timeout_s):
-                outcome = task(OmegaConf.create(cfg))
-            results, artifacts = outcome if isinstance(outcome, tuple) else (outcome, None)
-            outcomes.append({"ok": True, "results": results, "artifacts": artifacts or {},
+                outcome = configs.run(task, cfg)
+            results, extra = outcome if isinstance(outcome, tuple) else (outcome, None)
+            outcomes.append({"ok": True, "results": results, "artifacts": (extra or {}) if artifacts else {},
                              "wall_s": time.perf_counter() - t0})
         except PointTimeout:
             outcomes.append({"ok": False, "error": timeout_error(timeout_s or 0.0), "wall_s": time.perf_counter() - t0})
@@ -171,8 +177,89 @@ def run_points(pipeline: str, cfgs: list[dict], timeout_s: float | None = None) 
         except Exception as exc:  # a failing point must not stop the sweep
             outcomes.append({"ok": False, "error": f"{type(exc).__name__}: {exc}",
                              "traceback": traceback.format_exc(), "wall_s": time.perf_counter() - t0})
-        outcomes[-1].update(worker=f"{os.uname().nodename}:{os.getpid()}", started=started)
+        outcomes[-1].update(worker=worker, started=started)
     return outcomes
+
+
+_REUSED: dict[str, "ReusedConfig"] = {}
+
+
+def _worker_name() -> str:
+    """host:pid, and the Ray node when there is one (two nodes can share a host)."""
+    name = f"{os.uname().nodename}:{os.getpid()}"
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        with contextlib.suppress(Exception):
+            name += f"@{ray.get_runtime_context().get_node_id()[:8]}"
+    return name
+
+
+class ReusedConfig:
+    """The DictConfig a task reads, made once per task batch: consecutive points of a sweep
+    differ in a few leaves, so those are set on the previous point's config (OmegaConf builds a
+    config in ~5 ms, longer than a cheap point). The config is read-only while the task runs;
+    a task that writes to it, or a point whose keys differ, gets a fresh one."""
+
+    def __init__(self) -> None:
+        self.cfg = None
+        self.plain: dict | None = None
+
+    def run(self, task, plain: dict):
+        from omegaconf import OmegaConf, read_write
+        from omegaconf.errors import ReadonlyConfigError
+
+        changes = None if self.plain is None else _leaf_changes(self.plain, plain)
+        if changes is None:
+            self.cfg = OmegaConf.create(plain, flags={"readonly": True})
+        else:
+            with read_write(self.cfg):
+                for key, value in changes:
+                    OmegaConf.update(self.cfg, key, value, merge=False)
+        self.plain = plain
+        try:
+            return _plain_results(task(self.cfg))
+        except ReadonlyConfigError:  # the task writes to its config: a fresh, writable one
+            self.plain = None
+            return _plain_results(task(OmegaConf.create(plain)))
+
+
+def _leaf_changes(old: dict, new: dict, prefix: str = "") -> list | None:
+    """(dotted key, value) of the leaves that differ; None when the key sets differ."""
+    if old.keys() != new.keys():
+        return None
+    out: list = []
+    for k, v in new.items():
+        if not isinstance(k, str) or "." in k:
+            return None
+        w = old[k]
+        if isinstance(v, dict) and isinstance(w, dict):
+            sub = _leaf_changes(w, v, f"{prefix}{k}.")
+            if sub is None:
+                return None
+            out.extend(sub)
+        elif isinstance(v, dict) or isinstance(w, dict):
+            return None
+        elif v != w or type(v) is not type(w):
+            out.append((f"{prefix}{k}", v))
+    return out
+
+
+def _plain_results(outcome):
+    """A task's results may hold nodes of its config, which the next point changes: plain copies."""
+    from omegaconf import Container, OmegaConf
+
+    def plainify(x):
+        if isinstance(x, Container):
+            return OmegaConf.to_container(x, resolve=True)
+        if isinstance(x, dict):
+            return {k: plainify(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [plainify(v) for v in x]
+        return x
+
+    if isinstance(outcome, tuple):
+        return (plainify(outcome[0]), *outcome[1:])
+    return plainify(outcome)
 
 
 def _dotted(cfg: dict, key: str):
@@ -432,7 +519,7 @@ def _cancelled(stop: StopSignals) -> dict:
 
 
 def _run_in_process(pipeline: str, todo: list[int], points, timeout_s, record, stop: StopSignals,
-                    summary: SweepSummary) -> None:
+                    summary: SweepSummary, artifacts: bool = True) -> None:
     for n, i in enumerate(todo):
         if stop.signum is not None:
             summary.not_run = len(todo) - n
@@ -440,7 +527,7 @@ def _run_in_process(pipeline: str, todo: list[int], points, timeout_s, record, s
         p = points[i]
         try:
             stop.in_point = True
-            outcome = run_points(pipeline, [p.cfg], timeout_s)[0]
+            outcome = run_points(pipeline, [p.cfg], timeout_s, artifacts)[0]
         except SweepStopped:
             outcome = _cancelled(stop)
         finally:
@@ -458,7 +545,7 @@ def _units(points, todo: list[int], colocate) -> deque:
 
 
 def _run_on_ray(pipeline: str, todo: list[int], points, ray_cfg: dict, n_workers: int, timeout_s, record,
-                stop: StopSignals, summary: SweepSummary) -> None:
+                stop: StopSignals, summary: SweepSummary, artifacts: bool = True) -> None:
     import ray
 
     from pipelines.ray_cluster import HeadWatch, gcs_address
@@ -478,7 +565,7 @@ def _run_on_ray(pipeline: str, todo: list[int], points, ray_cfg: dict, n_workers
             group.extend(points[i] for i in units.popleft())
         left -= len(group)
         hard = None if timeout_s is None else time.monotonic() + 2 * timeout_s * len(group) + HARD_GRACE_S
-        pending[remote.remote(pipeline, [p.cfg for p in group], timeout_s)] = (group, hard)
+        pending[remote.remote(pipeline, [p.cfg for p in group], timeout_s, artifacts)] = (group, hard)
 
     def drop_all(outcome: dict, cancel: bool) -> None:
         for ref, (group, _) in list(pending.items()):
@@ -645,9 +732,9 @@ def run_sweep(pipeline: str, points, *, ray_cfg: dict, tracking_cfg: dict,
             if n_workers == 0:
                 target, n_workers = connect(ray_cfg)
                 stop.install()
-            _run_on_ray(pipeline, todo, named, ray_cfg, n_workers, timeout_s, record, stop, summary)
+            _run_on_ray(pipeline, todo, named, ray_cfg, n_workers, timeout_s, record, stop, summary, job_dirs)
         elif todo:
-            _run_in_process(pipeline, todo, named, timeout_s, record, stop, summary)
+            _run_in_process(pipeline, todo, named, timeout_s, record, stop, summary, job_dirs)
         summary.signal = stop.signum
         if writer is not None:
             if writer.pending():
@@ -796,13 +883,17 @@ def _finish_large(tracker, parent, pipeline, tracking_cfg, dirs, sweep_dir, name
     if not metric or k <= 0:
         return
     where = {source.index(i): i for i in range(len(source))}
+    best = set()
     for row in top_rows(dirs, metric, k):
         i = where.get(row["index"])
         if i is None or source.hashes[i] != row["cfg_hash"]:
             continue  # a table of another composition of the sweep: its index means another point
         p = named[i]
+        best.add(p.cfg_hash)
         tracker.log_point(parent, pipeline=pipeline, cfg_hash=p.cfg_hash, name=p.name, params=p.cfg,
                           results=row.get("metrics"), wall_s=row.get("wall_s"))
+    # a stopped run's top k that the whole sweep outranks: the parent keeps the sweep's top k only
+    tracker.remove_children_except(parent, best)
 
 
 def _write_timeline(path: Path | None, summary: SweepSummary, ray_used: bool) -> None:
@@ -853,12 +944,20 @@ def _print_summary(pipeline: str, source, named, summary: SweepSummary, sweep_na
         print(note, file=err)
     if tracker is not None:
         print(tracker.closing_line(), file=err)
-    print(f"results table: {table_path} (one line per point)", file=err)
+    print(f"results table: {table_path} (one line per point); peak driver memory {peak_rss_mib():,.0f} MiB",
+          file=err)
     err.flush()
     shown = range(min(len(source), TABLE_ROWS))
     table = [(named[i], *stats.rows.get(named[i].index, ("NOT RUN", {}))) for i in shown]
     keys = _swept_keys(source)
     print(result_table(pipeline, table, total=len(source), keys=keys), flush=True)
+
+
+def peak_rss_mib() -> float:
+    """The driver's peak resident memory (Linux reports ru_maxrss in KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _swept_keys(source) -> list[str]:

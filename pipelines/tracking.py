@@ -281,6 +281,7 @@ class Tracker:
         bound_http_retries()
         self._sweep_lock: FileLock | None = None
         self._known: dict[str, str] = {}  # config hash -> FINISHED child of this driver's parent run
+        self._read_parent: str | None = None
         self.commit = git_commit()  # once per driver, not a git process per logged point
         if self.uri.startswith(("http://", "https://")):
             probe_http(self.uri)
@@ -505,10 +506,24 @@ class Tracker:
                 group.remove(extra)
             if finished and parent_id == self.parent_id:
                 self._known[h] = finished[0].info.run_id
+        if parent_id == self.parent_id:
+            self._read_parent = parent_id  # every earlier child of this parent is in _known
         return by_hash
 
     def finished_hashes(self, parent_id: str) -> set[str]:
         return {h for h, runs in self.children(parent_id).items() if any(r.info.status == "FINISHED" for r in runs)}
+
+    def remove_children_except(self, parent_id: str | None, keep: set[str]) -> None:
+        """Delete the parent's child runs whose config hash is not in ``keep``."""
+        def remove() -> None:
+            for h, runs in self._children(parent_id).items():
+                if h not in keep:
+                    for r in runs:
+                        self.client.delete_run(r.info.run_id)
+                    self._known.pop(h, None)
+
+        if parent_id:
+            self._guard("removing child runs outside the top k", remove)
 
     def remove_unfinished(self, runs: list | None) -> None:
         def remove() -> None:
@@ -558,7 +573,7 @@ class Tracker:
         # holding the sweep's lock on a local SQLite store, no other driver logs its children (the
         # lock is per host: a server shared by hosts is still searched): the children were read at
         # the start and this driver's own are remembered, so the store is not searched per point
-        exclusive = (self._sweep_lock is not None and parent_id == self.parent_id
+        exclusive = (self._sweep_lock is not None and parent_id == self.parent_id == self._read_parent
                      and _sqlite_path(self.uri) is not None)
         if exclusive and record.cfg_hash in self._known:  # logged already by this driver or a run before
             self.remove_unfinished(stale)
