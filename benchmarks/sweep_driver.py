@@ -127,6 +127,8 @@ def two_node_cluster(tmp: Path | None = None, cpus_per_node: int = 1):
     port = free_port()
     env = dict(os.environ, RAY_TMPDIR=str(ray_tmp), PYTHONPATH=str(ROOT))
     env.pop("RAY_ADDRESS", None)
+    if "RAY_AUTH_MODE" not in env and (Path.home() / ".ray" / "auth_token").is_file():
+        env["RAY_AUTH_MODE"] = "token"  # the head then uses this token: every node must too
     common = ["--node-ip-address=127.0.0.1", f"--num-cpus={cpus_per_node}", "--disable-usage-stats",
               f"--temp-dir={ray_tmp}"]
     try:
