@@ -41,6 +41,7 @@ class Composed:
     hydra: dict          # the job's hydra node (plain, unresolved)
     subdir: str          # hydra.sweep.subdir, resolved for this job
     cfg: Any = None      # the DictConfig when Hydra composed the point itself
+    base: dict | None = None  # the base's resolved config: ``plain`` shares its unchanged nodes
 
 
 def _set_path(tree: dict, dotted: str, value) -> dict:
@@ -85,6 +86,7 @@ class LeafComposer:
         self._compose, self.master, self.is_group = compose, master_config, is_group
         self._parser = OverridesParser.create()
         self._parsed: dict[str, Any] = {}
+        self._leaf: dict[str, bool] = {}  # per override line (group_exists searches the config path)
         self._bases: dict[tuple, Base] = {}
         self.max_bases = max_bases
         self.hydra_compositions = 0  # how many times Hydra composed (bases + fallbacks)
@@ -99,6 +101,12 @@ class LeafComposer:
 
     def is_leaf(self, o) -> bool:
         """A plain change of one value: applied after the composition, never changes it."""
+        found = self._leaf.get(o.input_line)
+        if found is None:
+            found = self._leaf[o.input_line] = self._is_leaf(o)
+        return found
+
+    def _is_leaf(self, o) -> bool:
         if o.is_hydra_override() or o.package is not None or o.is_add() or o.is_delete() or o.is_force_add():
             return False
         if o.is_sweep_override() or self.is_group(o.key_or_group):
@@ -160,7 +168,8 @@ class LeafComposer:
         hydra["overrides"] = {**hydra["overrides"], "task": task}
         hydra["job"] = {**hydra["job"], "override_dirname": re.sub("[=]", kv_sep, item_sep.join(kept)),
                         "id": str(job_num), "num": job_num}  # hydra.job.id is typed str
-        return Composed(plain=plain, unresolved=unresolved, hydra=hydra, subdir=self._subdir(hydra, job_num))
+        return Composed(plain=plain, unresolved=unresolved, hydra=hydra, subdir=self._subdir(hydra, job_num),
+                        base=base.resolved)
 
     @staticmethod
     def _subdir(hydra: dict, job_num: int) -> str | None:

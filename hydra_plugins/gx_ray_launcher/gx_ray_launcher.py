@@ -114,6 +114,51 @@ class GxRayLauncher(Launcher):
         return returns
 
 
+class SharedNodes:
+    """Checking and hashing a point by its top-level nodes: a fast-path point shares every node
+    its leaf overrides do not touch with its base (the same objects), so those are validated
+    and serialised once per base. The schema checks (``pipelines.schema.validate``) are per
+    group node and per numeric leaf, and join fabric with network: a point's changed nodes are
+    checked with both of those whenever one changed. The hash is ``config_hash``'s exactly
+    (the same JSON text, put together from cached pieces)."""
+
+    JOINT = ("fabric", "network")
+
+    def __init__(self) -> None:
+        # keyed by id() and holding the object itself, so an id is never reused while it is a key
+        self._checked: dict[int, dict] = {}        # bases validated whole
+        self._json: dict[int, tuple] = {}          # a base's node -> (node, its JSON)
+
+    def changed(self, c) -> dict:
+        """The part of the point's config ``validate`` has not seen: all of it for a new base."""
+        if c.base is None or id(c.base) not in self._checked:
+            if c.base is not None:
+                self._checked[id(c.base)] = c.base
+            return c.plain
+        part = {k: v for k, v in c.plain.items() if c.base.get(k) is not v}
+        if any(k in part for k in self.JOINT):
+            part.update({k: c.plain[k] for k in self.JOINT if k in c.plain})
+        return part
+
+    def config_hash(self, pipeline: str, cfg: dict, base: dict | None) -> str:
+        parts = []
+        for key in sorted(cfg):
+            value = cfg[key]
+            shared = base is not None and isinstance(value, (dict, list)) and base.get(key) is value
+            hit = self._json.get(id(value)) if shared else None
+            if hit is not None and hit[0] is value:
+                text = hit[1]
+            else:
+                text = json.dumps(value, sort_keys=True, default=str)
+                if shared:
+                    if len(self._json) > 4096:
+                        self._json.clear()
+                    self._json[id(value)] = (value, text)
+            parts.append(f"{json.dumps(key)}: {text}")
+        body = '{"cfg": {' + ", ".join(parts) + '}, "pipeline": ' + json.dumps(pipeline) + "}"
+        return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
 class PointSource:
     """A sweep's points, composed when asked for: the driver keeps a point's overrides and
     config hash (a row), never its composed config, so a 50,000-point sweep holds megabytes."""
@@ -133,15 +178,15 @@ class PointSource:
         from pipelines.outputs import user_error
         from pipelines.schema import validate
         from pipelines.sweep import point_config
-        from pipelines.tracking import config_hash
 
+        checked = SharedNodes()
         for i, overrides in enumerate(self.job_overrides):
             try:
                 c = self.composer.compose(list(overrides), self.first + i)
-                validate(self.pipeline, c.plain)
+                validate(self.pipeline, checked.changed(c))
             except Exception as exc:
                 user_error(f"sweep point #{self.first + i} ({' '.join(overrides)}): {' '.join(str(exc).split())}")
-            self.hashes.append(config_hash(self.pipeline, point_config(c.plain)))
+            self.hashes.append(checked.config_hash(self.pipeline, point_config(c.plain), c.base))
             self._subdirs.append(c.subdir)
 
     def subdir(self, i: int) -> str:

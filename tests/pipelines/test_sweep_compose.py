@@ -56,3 +56,21 @@ def test_a_point_the_fast_path_cannot_take_falls_back_to_hydra():
         composer.compose(["no_such_key=1"], 2)  # Hydra's own error for a key that is not there
     with pytest.raises(Exception, match="no_such_key"):
         composer.check(["no_such_key=1"])
+
+
+def test_points_are_checked_and_hashed_as_a_whole_config_would_be():
+    from hydra_plugins.gx_ray_launcher.gx_ray_launcher import SharedNodes
+    from pipelines.sweep import point_config
+    from pipelines.tracking import config_hash
+
+    cli = ["fabric=single_eps"]
+    composer = master_and_composer("decode", cli)
+    shared = SharedNodes()
+    for n, leaves in enumerate([["batch=2"], ["batch=3", "fabric.hop_latency=1us"], ["context=1M"]]):
+        c = composer.compose(cli + leaves, n)
+        part = shared.changed(c)
+        assert part is c.plain if n == 0 else set(part) <= set(c.plain)  # the first point of a base: all of it
+        if "fabric" in part:
+            assert "network" in part  # checked together
+        plain = point_config(c.plain)
+        assert shared.config_hash("decode", plain, c.base) == config_hash("decode", plain)
