@@ -710,8 +710,12 @@ def run_sweep(pipeline: str, points, *, ray_cfg: dict, tracking_cfg: dict,
         existing: dict[str, list] = {}
         dirs = [sweep_dir]
         if tracking_cfg.get("enabled", True):
-            tracker, parent, existing, dirs = _open_tracking(tracking_cfg, sweep_hash, sweep_name, pipeline,
-                                                             source, sweep_dir, large)
+            opening = _Background(lambda: _open_tracking(tracking_cfg, sweep_hash, sweep_name, pipeline,
+                                                         source, sweep_dir, large))
+            if use_ray and n_workers == 0 and len(source):  # a private Ray starts while the store opens
+                target, n_workers = connect(ray_cfg)
+                stop.install()
+            tracker, parent, existing, dirs = opening.result()
             summary.parent_run_id = parent
         in_table = finished_rows(dirs)
         table = ResultsTable(sweep_dir, finished=set())
@@ -755,6 +759,28 @@ def run_sweep(pipeline: str, points, *, ray_cfg: dict, tracking_cfg: dict,
             table.close()
         stop.restore()
     return summary
+
+
+class _Background:
+    """``fn()`` on a thread; ``result()`` waits and returns it, or raises what it raised
+    (SystemExit from a one-line user error included)."""
+
+    def __init__(self, fn) -> None:
+        self.value = self.error = None
+        self.thread = threading.Thread(target=self._run, args=(fn,), name="gx-background", daemon=True)
+        self.thread.start()
+
+    def _run(self, fn) -> None:
+        try:
+            self.value = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller as it is
+            self.error = exc
+
+    def result(self):
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 @dataclass
