@@ -717,7 +717,7 @@ def run_sweep(pipeline: str, points, *, ray_cfg: dict, tracking_cfg: dict,
                 stop.install()
             tracker, parent, existing, dirs = opening.result()
             summary.parent_run_id = parent
-        in_table = finished_rows(dirs)
+        in_table = finished_rows(dirs, full=not large)
         table = ResultsTable(sweep_dir, finished=set())
         stats = _Stats(n_points)
 

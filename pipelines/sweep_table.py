@@ -34,13 +34,19 @@ def read_rows(path: Path) -> Iterator[dict]:
                 continue
 
 
-def finished_rows(dirs) -> dict[str, dict]:
-    """FINISHED rows by config hash over the tables of ``dirs`` (the first row of a hash wins)."""
+def finished_rows(dirs, full: bool = True, keep_metrics_below: int = 200) -> dict[str, dict]:
+    """FINISHED rows by config hash over the tables of ``dirs`` (the first row of a hash wins).
+    ``full=False`` (a large sweep): a row keeps its metrics only for the first
+    ``keep_metrics_below`` indices (the printed table), so the driver holds a few bytes a point."""
     found: dict[str, dict] = {}
     for d in dirs:
         for row in read_rows(Path(d) / TABLE):
-            if row.get("status") == "FINISHED" and row.get("cfg_hash"):
-                found.setdefault(row["cfg_hash"], row)
+            h = row.get("cfg_hash")
+            if row.get("status") != "FINISHED" or not h or h in found:
+                continue
+            if not full and row.get("index", 0) >= keep_metrics_below:
+                row = {"index": row.get("index"), "wall_s": row.get("wall_s")}
+            found[h] = row
     return found
 
 
@@ -118,26 +124,39 @@ def top_rows(dirs, metric: str, k: int) -> list[dict]:
 
 
 def write_dedup_csv(dirs, out: Path) -> int:
-    """All of the sweep's points once (FINISHED rows first by hash, else the last other row) as
-    CSV, metrics as columns: the table artifact a parent run carries for a large sweep."""
+    """All of the sweep's points once (a point's FINISHED row, else its last other row) as CSV,
+    metrics as ``m.<name>`` columns: the table artifact a parent run carries for a large sweep.
+    Two passes over the tables; in between only each point's raw line is held."""
     import csv
 
-    best: dict[str, dict] = {}
+    chosen: dict[str, tuple[bool, bytes]] = {}
+    metric_cols: set[str] = set()
     for d in dirs:
-        for row in read_rows(Path(d) / TABLE):
-            h = row.get("cfg_hash")
-            if not h:
-                continue
-            old = best.get(h)
-            if old is None or (old.get("status") != "FINISHED"):
-                best[h] = {k: v for k, v in row.items() if k != "metrics"} | {
-                    f"m.{m}": v for m, v in (row.get("metrics") or {}).items()}
-    cols: list[str] = ["index", "name", "cfg_hash", "status", "wall_s", "worker", "error"]
-    extra = sorted({c for r in best.values() for c in r if c not in cols})
+        try:
+            f = open(Path(d) / TABLE, "rb")
+        except OSError:
+            continue
+        with f:
+            for line in f:
+                if not line.endswith(b"\n"):
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                h = row.get("cfg_hash")
+                old = chosen.get(h)
+                if h and (old is None or not old[0]):
+                    chosen[h] = (row.get("status") == "FINISHED", line)
+                    metric_cols.update(row.get("metrics") or ())
+    cols = ["index", "name", "cfg_hash", "status", "wall_s", "worker", "error"] + [f"m.{m}" for m in sorted(metric_cols)]
+    rows = sorted(((json.loads(line).get("index", 0), line) for _, line in chosen.values()), key=lambda x: x[0])
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols + extra, extrasaction="ignore")
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
-        for r in sorted(best.values(), key=lambda r: r.get("index", 0)):
-            w.writerow(r)
-    return len(best)
+        for _, line in rows:
+            row = json.loads(line)
+            w.writerow({k: v for k, v in row.items() if k != "metrics"}
+                       | {f"m.{m}": v for m, v in (row.get("metrics") or {}).items()})
+    return len(chosen)
