@@ -103,6 +103,19 @@ def lower_is_better(metric: str) -> bool:
     return metric.endswith(("_s", "_J", "_bytes"))
 
 
+def metric_value(metrics: dict, metric: str):
+    """``metric``'s value; a pattern with ``*`` (``schedules.*.time_s``) takes the best of the
+    metrics it matches (the smallest for times)."""
+    if "*" not in metric:
+        return metrics.get(metric)
+    from fnmatch import fnmatchcase
+
+    values = [v for k, v in metrics.items() if fnmatchcase(k, metric) and isinstance(v, (int, float))]
+    if not values:
+        return None
+    return min(values) if lower_is_better(metric) else max(values)
+
+
 def top_rows(dirs, metric: str, k: int) -> list[dict]:
     """The ``k`` best FINISHED rows by ``metric`` (one per hash), read in one streaming pass."""
     sign = 1.0 if lower_is_better(metric) else -1.0
@@ -111,7 +124,7 @@ def top_rows(dirs, metric: str, k: int) -> list[dict]:
     for d in dirs:
         for row in read_rows(Path(d) / TABLE):
             h = row.get("cfg_hash")
-            value = (row.get("metrics") or {}).get(metric)
+            value = metric_value(row.get("metrics") or {}, metric)
             if row.get("status") != "FINISHED" or h in seen or not isinstance(value, (int, float)):
                 continue
             seen.add(h)

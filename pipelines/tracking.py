@@ -276,6 +276,7 @@ class Tracker:
     unlogged: int = field(default=0, init=False)
     logged: int = field(default=0, init=False)  # child runs this process created
     parent_id: str | None = field(default=None, init=False)
+    report_pid: int | None = field(default=None, init=False)  # the background report process
 
     def __post_init__(self) -> None:
         bound_http_retries()
@@ -469,7 +470,12 @@ class Tracker:
     def attach_report(self, parent_id: str) -> None:
         """The report pipeline (``gx report sweep=<id> attach=true``) renders the sweep's table and
         figures from the store and logs them on the parent run; run as its own process, so a
-        plotting failure can never touch the sweep. Files also land in ``<sweep dir>/report``."""
+        plotting failure can never touch the sweep. Files also land in ``<sweep dir>/report``.
+
+        The process is started and not waited for: every point is in the store and on disk by
+        now, and rendering a sweep's figures in a fresh interpreter takes longer than most of
+        its points (tens of seconds on a loaded 2-core host). Its output goes to
+        ``report/attach.log``; ``report/report.md`` appears when it is done."""
         out = (self.sweep_dir or Path.cwd()) / "report"
         root = str(Path(__file__).resolve().parent.parent)
         env = dict(os.environ, MLFLOW_TRACKING_URI=self.uri, GX_TRACKING="true",
@@ -477,13 +483,17 @@ class Tracker:
         cmd = [sys.executable, "-m", "pipelines.report", f"sweep={parent_id}", "attach=true",
                f"tracking.experiment={_hydra_quote(self.experiment)}", f"hydra.run.dir={_hydra_quote(str(out))}"]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)  # the driver's cwd: a relative store URI means the same
-            failed = proc.returncode != 0 and (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1]
-        except subprocess.TimeoutExpired:
-            failed = "took over 300 s"
-        if failed:
-            print(f"warning: the sweep's report was not attached to its parent run ({failed}); "
+            out.mkdir(parents=True, exist_ok=True)
+            with open(out / "attach.log", "w") as log:  # the driver's cwd: a relative store URI means the same
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        env=env, start_new_session=True)
+        except OSError as exc:
+            print(f"warning: the sweep's report was not attached to its parent run ({_reason(exc)}); "
                   f"make it with: gx report sweep={parent_id}", file=sys.stderr)
+            return
+        self.report_pid = proc.pid
+        print(f"MLflow: attaching the sweep's report to its parent run in the background (pid {proc.pid}; "
+              f"{out / 'report.md'} when done, log {out / 'attach.log'})", file=sys.stderr)
 
     # -- children -----------------------------------------------------------------------
     def children(self, parent_id: str | None) -> dict[str, list]:

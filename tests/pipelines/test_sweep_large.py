@@ -188,3 +188,15 @@ def test_a_sweep_runs_on_a_two_node_ray_cluster_started_on_this_machine(tmp_path
     nodes = {r["worker"].rpartition("@")[2] for r in table_lines(tmp_path)}
     assert len(nodes) == 2, f"points ran on both nodes: {nodes}"
     assert json.loads((tmp_path / "multi" / "sweep.json").read_text())["done"] == 32
+
+
+def test_top_k_by_a_pattern_takes_each_points_best_matching_metric(tmp_path):
+    from pipelines.sweep_table import metric_value
+
+    table = ResultsTable(tmp_path)
+    for i, (a, b) in enumerate([(3.0, 2.0), (1.5, 9.0), (4.0, 0.5)]):
+        table.append(table_row(i, f"h{i}", str(i), "FINISHED", {"schedules.ring.time_s": a, "schedules.direct.time_s": b}))
+    table.close()
+    assert metric_value({"schedules.ring.time_s": 3.0, "schedules.direct.time_s": 2.0, "x": 0.1},
+                        "schedules.*.time_s") == 2.0
+    assert [r["cfg_hash"] for r in top_rows([tmp_path], "schedules.*.time_s", 2)] == ["h2", "h1"]
