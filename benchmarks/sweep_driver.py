@@ -40,7 +40,7 @@ DRIVER_300 = CHEAP + ["fabric=single_eps,single_ocs", "batch=1,2,3,4,5",
 CASES = {
     "driver": ("decode", DRIVER_300),
     "figure4": ("search", ["experiment=figure4_megatron", "ray.num_cpus=2"]),
-    "large": ("collective", ["experiment=collective_50k", "ray.num_cpus=2"]),
+    "large": ("collective", ["+experiment=collective_50k", "ray.num_cpus=2"]),
     "large_decode": ("decode", ["experiment=decode_50k", "ray.num_cpus=2"]),
 }
 
