@@ -26,8 +26,9 @@ SWEEPS = [
     # leaves inside a group's node, and a float and a null
     ("decode", ["fabric=single_eps"], [["fabric.link_rate=800Gb/s", "fabric.hop_latency=1.2us", "batch=3"],
                                        ["fabric.hop_latency=0.5us", "world=256", "ep=null"]]),
-    ("search", ["experiment=figure4_megatron"], [["fabric=all_ocs", "batch=1", "context=32K"],
-                                                 ["fabric=hybrid", "batch=16", "context=5M"]]),
+    pytest.param("search", ["experiment=figure4_megatron"], [["fabric=all_ocs", "batch=1", "context=32K"],
+                                                             ["fabric=hybrid", "batch=16", "context=5M"]],
+                 marks=pytest.mark.slow),
 ]
 
 
