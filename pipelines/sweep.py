@@ -717,7 +717,9 @@ def run_sweep(pipeline: str, points, *, ray_cfg: dict, tracking_cfg: dict,
                 stop.install()
             tracker, parent, existing, dirs = opening.result()
             summary.parent_run_id = parent
-        in_table = finished_rows(dirs, full=not large)
+        # resuming needs tracking (as before): without it a rerun runs every point again, and the
+        # table keeps the first FINISHED line of each point
+        in_table = finished_rows(dirs, full=not large) if tracker is not None else {}
         table = ResultsTable(sweep_dir, finished=set())
         stats = _Stats(n_points)
 
@@ -939,8 +941,7 @@ def rerun_note(summary: SweepSummary, total: int, tracked: bool) -> str | None:
     if finished == total:
         return None
     if not tracked:
-        return (f"tracking is off, so a rerun runs all {total} points again (with tracking, or into the same "
-                f"hydra.sweep.dir, it skips finished ones)")
+        return f"tracking is off, so a rerun runs all {total} points again (with tracking it skips finished ones)"
     return f"a rerun of the same command skips the {finished} finished point(s) and runs the other {total - finished}"
 
 
