@@ -493,7 +493,7 @@ class Tracker:
             return
         self.report_pid = proc.pid
         print(f"MLflow: attaching the sweep's report to its parent run in the background (pid {proc.pid}; "
-              f"{out / 'report.md'} when done, log {out / 'attach.log'})", file=sys.stderr)
+              f"it writes {out / 'report.md'}; log {out / 'attach.log'})", file=sys.stderr)
 
     # -- children -----------------------------------------------------------------------
     def children(self, parent_id: str | None) -> dict[str, list]:
