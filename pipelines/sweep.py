@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelines.tracking import TrackingWriter
+
 # config keys that say how a point runs, not what it computes: not part of a point's identity
 ORCHESTRATION_KEYS = ("hydra", "ray", "tracking", "sweep")
 # the columns of the final table; other pipelines show their first numeric results
@@ -97,7 +99,7 @@ def point_timeout_s(sweep_cfg: dict | None) -> float | None:
     return seconds
 
 
-SWEEP_KEYS = ("point_timeout",)
+SWEEP_KEYS = ("point_timeout", "job_dirs")
 
 
 def check_sweep_keys(sweep_cfg: dict) -> None:
@@ -109,6 +111,10 @@ def check_sweep_keys(sweep_cfg: dict) -> None:
         if key not in SWEEP_KEYS:
             raise SpecError(f"sweep.{key} is not a sweep setting; the sweep block has {', '.join(SWEEP_KEYS)}")
     point_timeout_s(sweep_cfg)
+    job_dirs = sweep_cfg.get("job_dirs", "auto")
+    if job_dirs not in (None, "auto", True, False):
+        raise SpecError(f"sweep.job_dirs={job_dirs!r} must be auto (a job folder per point up to "
+                        f"{JOB_DIRS_AUTO_MAX} points), true or false")
 
 
 class PointTimeout(BaseException):
@@ -144,23 +150,25 @@ def timeout_error(timeout_s: float) -> str:
     return f"timed out: ran over sweep.point_timeout={timeout_s:g}s"
 
 
-def run_points(pipeline: str, cfgs: list[dict], timeout_s: float | None = None) -> list[dict]:
-    """Worker side: run the pipeline's pure task on each config (no files, no MLflow)."""
-    from omegaconf import OmegaConf
-
+def run_points(pipeline: str, cfgs: list[dict], timeout_s: float | None = None,
+               artifacts: bool = True) -> list[dict]:
+    """Worker side: run the pipeline's pure task on each config (no files, no MLflow).
+    ``artifacts=False``: drop the points' artifacts here (a sweep without job folders)."""
     from collectives.errors import SpecError
 
     # a dotted name is a module of its own (a test pipeline); the others live in pipelines/
     module = importlib.import_module(pipeline if "." in pipeline else f"pipelines.{pipeline}")
     task = module.main.task
+    worker = _worker_name()
+    configs = _REUSED.setdefault(pipeline, ReusedConfig())  # the next task of this process goes on from it
     outcomes = []
     for cfg in cfgs:
         t0, started = time.perf_counter(), time.time()
         try:
             with deadline(timeout_s):
-                outcome = task(OmegaConf.create(cfg))
-            results, artifacts = outcome if isinstance(outcome, tuple) else (outcome, None)
-            outcomes.append({"ok": True, "results": results, "artifacts": artifacts or {},
+                outcome = configs.run(task, cfg)
+            results, extra = outcome if isinstance(outcome, tuple) else (outcome, None)
+            outcomes.append({"ok": True, "results": results, "artifacts": (extra or {}) if artifacts else {},
                              "wall_s": time.perf_counter() - t0})
         except PointTimeout:
             outcomes.append({"ok": False, "error": timeout_error(timeout_s or 0.0), "wall_s": time.perf_counter() - t0})
@@ -169,8 +177,89 @@ def run_points(pipeline: str, cfgs: list[dict], timeout_s: float | None = None) 
         except Exception as exc:  # a failing point must not stop the sweep
             outcomes.append({"ok": False, "error": f"{type(exc).__name__}: {exc}",
                              "traceback": traceback.format_exc(), "wall_s": time.perf_counter() - t0})
-        outcomes[-1].update(worker=f"{os.uname().nodename}:{os.getpid()}", started=started)
+        outcomes[-1].update(worker=worker, started=started)
     return outcomes
+
+
+_REUSED: dict[str, "ReusedConfig"] = {}
+
+
+def _worker_name() -> str:
+    """host:pid, and the Ray node when there is one (two nodes can share a host)."""
+    name = f"{os.uname().nodename}:{os.getpid()}"
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        with contextlib.suppress(Exception):
+            name += f"@{ray.get_runtime_context().get_node_id()[:8]}"
+    return name
+
+
+class ReusedConfig:
+    """The DictConfig a task reads, made once per task batch: consecutive points of a sweep
+    differ in a few leaves, so those are set on the previous point's config (OmegaConf builds a
+    config in ~5 ms, longer than a cheap point). The config is read-only while the task runs;
+    a task that writes to it, or a point whose keys differ, gets a fresh one."""
+
+    def __init__(self) -> None:
+        self.cfg = None
+        self.plain: dict | None = None
+
+    def run(self, task, plain: dict):
+        from omegaconf import OmegaConf, read_write
+        from omegaconf.errors import ReadonlyConfigError
+
+        changes = None if self.plain is None else _leaf_changes(self.plain, plain)
+        if changes is None:
+            self.cfg = OmegaConf.create(plain, flags={"readonly": True})
+        else:
+            with read_write(self.cfg):
+                for key, value in changes:
+                    OmegaConf.update(self.cfg, key, value, merge=False)
+        self.plain = plain
+        try:
+            return _plain_results(task(self.cfg))
+        except ReadonlyConfigError:  # the task writes to its config: a fresh, writable one
+            self.plain = None
+            return _plain_results(task(OmegaConf.create(plain)))
+
+
+def _leaf_changes(old: dict, new: dict, prefix: str = "") -> list | None:
+    """(dotted key, value) of the leaves that differ; None when the key sets differ."""
+    if old.keys() != new.keys():
+        return None
+    out: list = []
+    for k, v in new.items():
+        if not isinstance(k, str) or "." in k:
+            return None
+        w = old[k]
+        if isinstance(v, dict) and isinstance(w, dict):
+            sub = _leaf_changes(w, v, f"{prefix}{k}.")
+            if sub is None:
+                return None
+            out.extend(sub)
+        elif isinstance(v, dict) or isinstance(w, dict):
+            return None
+        elif v != w or type(v) is not type(w):
+            out.append((f"{prefix}{k}", v))
+    return out
+
+
+def _plain_results(outcome):
+    """A task's results may hold nodes of its config, which the next point changes: plain copies."""
+    from omegaconf import Container, OmegaConf
+
+    def plainify(x):
+        if isinstance(x, Container):
+            return OmegaConf.to_container(x, resolve=True)
+        if isinstance(x, dict):
+            return {k: plainify(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [plainify(v) for v in x]
+        return x
+
+    if isinstance(outcome, tuple):
+        return (plainify(outcome[0]), *outcome[1:])
+    return plainify(outcome)
 
 
 def _dotted(cfg: dict, key: str):
@@ -253,8 +342,9 @@ class Progress:
     """``done 3 · failed 0 · skipped 0 · ETA 12 s``: redrawn in place on a terminal; elsewhere
     (logs, CI) a plain line per update, at most one every ``every_s`` (and always the last)."""
 
-    def __init__(self, total: int, todo: int, stream=None, every_s: float = 5.0):
+    def __init__(self, total: int, todo: int, stream=None, every_s: float = 5.0, show_rate: bool = False):
         self.stream = stream if stream is not None else sys.stderr
+        self.show_rate = show_rate  # large sweeps: points/s after the ETA
         self.total, self.todo, self.every_s = total, todo, every_s
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.t0 = time.monotonic()
@@ -279,7 +369,11 @@ class Progress:
         parts = [f"done {s.done}", f"failed {s.failed}", f"skipped {s.skipped}"]
         if s.cancelled:
             parts.append(f"cancelled {s.cancelled}")
-        return self.sep.join(parts + [f"ETA {eta}"])
+        parts.append(f"ETA {eta}")
+        elapsed = time.monotonic() - self.t0
+        if self.show_rate and ran and elapsed > 0:
+            parts.append(f"{ran / elapsed:,.1f} points/s")
+        return self.sep.join(parts)
 
     def update(self, s: SweepSummary, final: bool = False) -> None:
         now = time.monotonic()
@@ -357,7 +451,8 @@ def write_job_hydra(p: SweepPoint) -> None:
 
     from pipelines.outputs import write_atomic
 
-    plain = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
+    # the launcher gives a plain dict; a DictConfig (a caller's own point) is converted once
+    plain = dict(cfg) if isinstance(cfg, dict) else OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
     hydra = plain.pop("hydra", None) or {}
     if hydra.get("output_subdir") is None:
         return
@@ -381,16 +476,19 @@ def _cell(v) -> str:
     return str(v)
 
 
-def result_table(pipeline: str, rows: list[tuple[SweepPoint, str, dict]]) -> str:
+def result_table(pipeline: str, rows: list[tuple[SweepPoint, str, dict]], total: int | None = None,
+                 keys: list[str] | None = None) -> str:
     """Markdown table of the sweep: one row per point (swept values, main metrics, status).
-    ``rows``: (point, status, flattened numeric results)."""
-    values: dict[str, set] = {}
-    for p, _, _ in rows:
-        for o in p.overrides:
-            k, _, v = o.partition("=")
-            if v and k.lstrip("+~").split(".")[0].split("/")[0] not in ORCHESTRATION_KEYS:
-                values.setdefault(k.lstrip("+~"), set()).add(v)
-    keys = [k for k, vs in values.items() if len(vs) > 1] or list(values)  # the swept keys
+    ``rows``: (point, status, flattened numeric results), at most TABLE_ROWS of ``total``
+    points shown; ``keys``: the swept keys (default: those that vary over ``rows``)."""
+    if keys is None:
+        values: dict[str, set] = {}
+        for p, _, _ in rows:
+            for o in p.overrides:
+                k, _, v = o.partition("=")
+                if v and k.lstrip("+~").split(".")[0].split("/")[0] not in ORCHESTRATION_KEYS:
+                    values.setdefault(k.lstrip("+~"), set()).add(v)
+        keys = [k for k, vs in values.items() if len(vs) > 1] or list(values)  # the swept keys
     metrics = [m for m in MAIN_METRICS.get(pipeline, ()) if any(m in r for _, _, r in rows)]
     if not metrics:
         first = next((r for _, s, r in rows if r), {})
@@ -402,8 +500,10 @@ def result_table(pipeline: str, rows: list[tuple[SweepPoint, str, dict]]) -> str
         vals = {k.lstrip("+~"): v for k, v in vals.items()}
         cells = [vals.get(k, "") for k in keys] + [_cell(res.get(m)) for m in metrics] + [status]
         lines.append("| " + " | ".join(cells) + " |")
-    if len(rows) > TABLE_ROWS:
-        lines.append(f"... {len(rows) - TABLE_ROWS} more points (each job folder's results.json, or MLflow)")
+    total = len(rows) if total is None else total
+    if total > TABLE_ROWS:
+        lines.append(f"... {total - TABLE_ROWS} more points (the sweep directory's results.jsonl, each job "
+                     f"folder's results.json, or MLflow)")
     return "\n".join(lines)
 
 
@@ -418,15 +518,16 @@ def _cancelled(stop: StopSignals) -> dict:
     return {"ok": False, "cancelled": True, "error": f"cancelled: the sweep was stopped by {name}"}
 
 
-def _run_in_process(pipeline: str, todo: list[SweepPoint], timeout_s, record, stop: StopSignals,
-                    summary: SweepSummary) -> None:
-    for i, p in enumerate(todo):
+def _run_in_process(pipeline: str, todo: list[int], points, timeout_s, record, stop: StopSignals,
+                    summary: SweepSummary, artifacts: bool = True) -> None:
+    for n, i in enumerate(todo):
         if stop.signum is not None:
-            summary.not_run = len(todo) - i
+            summary.not_run = len(todo) - n
             return
+        p = points[i]
         try:
             stop.in_point = True
-            outcome = run_points(pipeline, [p.cfg], timeout_s)[0]
+            outcome = run_points(pipeline, [p.cfg], timeout_s, artifacts)[0]
         except SweepStopped:
             outcome = _cancelled(stop)
         finally:
@@ -434,17 +535,26 @@ def _run_in_process(pipeline: str, todo: list[SweepPoint], timeout_s, record, st
         record(p, outcome)
 
 
-def _run_on_ray(pipeline: str, todo: list[SweepPoint], ray_cfg: dict, n_workers: int, timeout_s, record,
-                stop: StopSignals, summary: SweepSummary) -> None:
+def _units(points, todo: list[int], colocate) -> deque:
+    """Index lists of the colocated units (``colocated_units``); one point each without keys."""
+    if not colocate:
+        return deque([i] for i in todo)
+    pts = [points[i] for i in todo]
+    where = {id(p): i for p, i in zip(pts, todo)}
+    return deque([where[id(p)] for p in unit] for unit in colocated_units(pts, list(colocate)))
+
+
+def _run_on_ray(pipeline: str, todo: list[int], points, ray_cfg: dict, n_workers: int, timeout_s, record,
+                stop: StopSignals, summary: SweepSummary, artifacts: bool = True) -> None:
     import ray
 
     from pipelines.ray_cluster import HeadWatch, gcs_address
 
     remote = ray.remote(num_cpus=1, max_retries=0)(run_points)
-    units = deque(colocated_units(todo, list(ray_cfg.get("colocate") or ())))
+    units = _units(points, todo, ray_cfg.get("colocate") or ())
     sizer = BatchSizer(ray_cfg.get("batch_size", "auto"), n_workers)
     left = len(todo)
-    pending: dict = {}  # ref -> (points, hard deadline)
+    pending: dict = {}  # ref -> (points, hard deadline): only the points in flight are composed
     watch = HeadWatch(gcs_address())
 
     def submit() -> None:  # one task: whole units, about sizer.size() points
@@ -452,10 +562,10 @@ def _run_on_ray(pipeline: str, todo: list[SweepPoint], ray_cfg: dict, n_workers:
         group: list[SweepPoint] = []
         want = sizer.size(left)
         while units and (not group or len(group) + len(units[0]) <= want):
-            group.extend(units.popleft())
+            group.extend(points[i] for i in units.popleft())
         left -= len(group)
         hard = None if timeout_s is None else time.monotonic() + 2 * timeout_s * len(group) + HARD_GRACE_S
-        pending[remote.remote(pipeline, [p.cfg for p in group], timeout_s)] = (group, hard)
+        pending[remote.remote(pipeline, [p.cfg for p in group], timeout_s, artifacts)] = (group, hard)
 
     def drop_all(outcome: dict, cancel: bool) -> None:
         for ref, (group, _) in list(pending.items()):
@@ -500,6 +610,9 @@ def _run_on_ray(pipeline: str, todo: list[SweepPoint], ray_cfg: dict, n_workers:
                     break
                 outcomes = [{"ok": False, "error": f"worker failed: {type(exc).__name__}: {exc}"}] * len(group)
             sizer.observe(outcomes)
+            # the next task goes out before this one's points are written: no worker waits on the driver
+            while units and len(pending) < window and stop.signum is None and not summary.head_lost:
+                submit()
             for p, outcome in zip(group, outcomes):
                 record(p, outcome)
         if summary.head_lost:
@@ -509,101 +622,306 @@ def _run_on_ray(pipeline: str, todo: list[SweepPoint], ray_cfg: dict, n_workers:
     summary.not_run = sum(len(u) for u in units)
 
 
-def run_sweep(pipeline: str, points: list[SweepPoint], *, ray_cfg: dict, tracking_cfg: dict,
-              sweep_name: str, sweep_hash: str, timeline_path: Path | None = None,
-              sweep_cfg: dict | None = None) -> SweepSummary:
-    """Run the points; SpecError (before anything is logged) when Ray cannot be joined."""
-    from pipelines.outputs import write_outputs
-    from pipelines.ray_cluster import connect, target_of
-    from pipelines.tracking import config_hash, numeric_metrics
+class ListSource:
+    """A list of ready SweepPoints with the interface of the launcher's lazy ``PointSource``."""
 
+    def __init__(self, pipeline: str, points: list[SweepPoint]):
+        from pipelines.tracking import common_dir, config_hash
+
+        for p in points:
+            p.cfg_hash = p.cfg_hash or config_hash(pipeline, p.cfg)
+        self.points = points
+        self.hashes = [p.cfg_hash for p in points]
+        self.sweep_dir = common_dir(p.out_dir for p in points)
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    def __getitem__(self, i: int) -> SweepPoint:
+        return self.points[i]
+
+    def overrides(self, i: int) -> list[str]:
+        return self.points[i].overrides
+
+    def index(self, i: int) -> int:
+        return self.points[i].index
+
+
+def _named(p: SweepPoint) -> SweepPoint:
+    p.name = p.name or (" ".join(p.overrides) or f"point {p.index}")
+    return p
+
+
+class _Named:
+    """Points with their display names filled in when composed."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, i: int) -> SweepPoint:
+        return _named(self.source[i])
+
+
+JOB_DIRS_AUTO_MAX = 2000  # sweep.job_dirs=auto: a job folder per point up to this many points
+MAX_CHILD_RUNS = 2000     # tracking.max_child_runs default
+TOP_K = 20                # tracking.top_k default
+
+
+def job_dirs_on(sweep_cfg: dict | None, n_points: int) -> bool:
+    value = (sweep_cfg or {}).get("job_dirs", "auto")
+    return n_points <= JOB_DIRS_AUTO_MAX if value in (None, "auto") else bool(value)
+
+
+def _metric_of(pipeline: str, tracking_cfg: dict) -> str | None:
+    return tracking_cfg.get("top_k_by") or next(iter(MAIN_METRICS.get(pipeline, ())), None)
+
+
+def run_sweep(pipeline: str, points, *, ray_cfg: dict, tracking_cfg: dict,
+              sweep_name: str, sweep_hash: str, timeline_path: Path | None = None,
+              sweep_cfg: dict | None = None, sweep_dir: Path | None = None) -> SweepSummary:
+    """Run the points (a list of SweepPoints, or the launcher's lazy PointSource); SpecError
+    (before anything is logged) when Ray cannot be joined."""
+    from pipelines.ray_cluster import connect, target_of
+    from pipelines.sweep_table import ResultsTable, finished_rows
+
+    source = ListSource(pipeline, points) if isinstance(points, list) else points
+    named = _Named(source)
+    n_points = len(source)
+    sweep_dir = Path(sweep_dir or source.sweep_dir or Path.cwd())
     timeout_s = point_timeout_s(sweep_cfg)
     use_ray = bool(ray_cfg.get("enabled", True))
     target = target_of(ray_cfg.get("address")) if use_ray else None
     t0, t0_epoch = time.perf_counter(), time.time()
     summary = SweepSummary()
-    for p in points:
-        p.cfg_hash = p.cfg_hash or config_hash(pipeline, p.cfg)
-        p.name = p.name or (" ".join(p.overrides) or f"point {p.index}")
+    job_dirs = job_dirs_on(sweep_cfg, n_points)
+    max_children = int(tracking_cfg.get("max_child_runs") or MAX_CHILD_RUNS)
+    large = n_points > max_children  # one table artifact plus the top-k children, not a child per point
     stop = StopSignals()
     stop.install()
     n_workers = 0
+    tracker = parent = writer = table = None
     try:
         if target is not None and target.joins:  # a cluster we cannot join: one line, nothing logged
             target, n_workers = connect(ray_cfg)
             stop.install()
-        tracker = parent = None
         existing: dict[str, list] = {}
+        dirs = [sweep_dir]
         if tracking_cfg.get("enabled", True):
-            from collectives.errors import SpecError
-            from pipelines.outputs import user_error
-            from pipelines.tracking import open_tracker
-
-            try:  # store unreachable, or another driver runs this sweep: one line, exit 2
-                tracker = open_tracker(tracking_cfg)
-                parent = tracker.open_sweep(sweep_hash, sweep_name, pipeline, points)
-            except SpecError as exc:
-                user_error(str(exc))
-            existing = tracker.children(parent)
-            tracker.adopt_from_disk(parent, points, existing)  # computed earlier but never logged: log, don't recompute
+            opening = _Background(lambda: _open_tracking(tracking_cfg, sweep_hash, sweep_name, pipeline,
+                                                         source, sweep_dir, large))
+            if use_ray and n_workers == 0 and len(source):  # a private Ray starts while the store opens
+                target, n_workers = connect(ray_cfg)
+                stop.install()
+            tracker, parent, existing, dirs = opening.result()
             summary.parent_run_id = parent
+        # resuming needs tracking (as before): without it a rerun runs every point again, and the
+        # table keeps the first FINISHED line of each point
+        in_table = finished_rows(dirs, full=not large) if tracker is not None else {}
+        table = ResultsTable(sweep_dir, finished=set())
+        stats = _Stats(n_points)
 
-        rows: dict[int, tuple[str, dict]] = {}
-        todo = []
-        for p in points:
-            runs = existing.get(p.cfg_hash, [])
-            finished = [r for r in runs if r.info.status == "FINISHED"]
-            if finished:
-                tracker.remove_unfinished(runs)  # a killed earlier rerun may have left one behind
-                summary.skipped += 1
-                rows[p.index] = ("SKIPPED (finished before)", dict(finished[0].data.metrics))
-            else:
-                todo.append(p)
-        progress = Progress(len(points), len(todo))
+        def on_logged(item: dict, run_id) -> None:  # the writer thread: the point is in the store (or spooled)
+            table.append(item["_row"])
+
+        if tracker is not None and not large:
+            writer = TrackingWriter(tracker, on_logged)
+        todo = _plan(source, named, existing, in_table, tracker, writer, table, summary, stats, large, pipeline)
+        progress = Progress(n_points, len(todo), show_rate=len(todo) >= 100)
         progress.update(summary)
-
-        def record(p: SweepPoint, outcome: dict) -> None:
-            summary.timeline.append({"index": p.index, "point": p.name, "ok": outcome["ok"],
-                                     "worker": outcome.get("worker"), "wall_s": outcome.get("wall_s"),
-                                     "start_s": None if "started" not in outcome else outcome["started"] - t0_epoch})
-            if outcome["ok"]:
-                write_outputs(p.out_dir, outcome["results"], outcome["artifacts"])
-                summary.done += 1
-                rows[p.index] = ("FINISHED", numeric_metrics(outcome["results"]))
-            else:
-                p.out_dir.mkdir(parents=True, exist_ok=True)
-                if outcome.get("cancelled"):
-                    summary.cancelled += 1
-                else:
-                    summary.failed += 1
-                summary.errors[p.index] = outcome["error"]
-                rows[p.index] = ("CANCELLED" if outcome.get("cancelled") else "FAILED", {})
-            write_job_hydra(p)
-            if tracker is not None:
-                tracker.log_point(parent, pipeline=pipeline, cfg_hash=p.cfg_hash, name=p.name, params=p.cfg,
-                                  results=outcome.get("results"), artifact_dir=p.out_dir if outcome["ok"] else None,
-                                  error=None if outcome["ok"] else outcome["error"], stale=existing.get(p.cfg_hash),
-                                  out_dir=p.out_dir, wall_s=outcome.get("wall_s"))
-            progress.update(summary)
+        record = _recorder(pipeline, summary, stats, table, tracker, writer, parent, existing, job_dirs, large,
+                           progress, t0_epoch, keep_timeline=job_dirs)
 
         if use_ray and todo:
             if n_workers == 0:
                 target, n_workers = connect(ray_cfg)
                 stop.install()
-            _run_on_ray(pipeline, todo, ray_cfg, n_workers, timeout_s, record, stop, summary)
+            _run_on_ray(pipeline, todo, named, ray_cfg, n_workers, timeout_s, record, stop, summary, job_dirs)
         elif todo:
-            _run_in_process(pipeline, todo, timeout_s, record, stop, summary)
-        progress.update(summary, final=True)
+            _run_in_process(pipeline, todo, named, timeout_s, record, stop, summary, job_dirs)
         summary.signal = stop.signum
+        if writer is not None:
+            if writer.pending():
+                print(f"tracking: logging the last {writer.pending()} point(s) to MLflow", file=sys.stderr, flush=True)
+            writer.close()
+        progress.update(summary, final=True)
         summary.wall_s = time.perf_counter() - t0
+        stats.wall_s = summary.wall_s
         if tracker is not None:
+            if large:
+                _finish_large(tracker, parent, pipeline, tracking_cfg, dirs, sweep_dir, named, source)
             tracker.finish_parent(parent, summary.as_dict())
         _write_timeline(timeline_path, summary, bool(use_ray and todo))
-        _print_summary(pipeline, points, summary, sweep_name, n_workers if use_ray and todo else 0,
-                       tracker, rows)
+        _print_summary(pipeline, source, named, summary, sweep_name, n_workers if use_ray and todo else 0,
+                       tracker, stats, table.path)
     finally:
+        if table is not None:
+            table.close()
         stop.restore()
     return summary
+
+
+class _Background:
+    """``fn()`` on a thread; ``result()`` waits and returns it, or raises what it raised
+    (SystemExit from a one-line user error included)."""
+
+    def __init__(self, fn) -> None:
+        self.value = self.error = None
+        self.thread = threading.Thread(target=self._run, args=(fn,), name="gx-background", daemon=True)
+        self.thread.start()
+
+    def _run(self, fn) -> None:
+        try:
+            self.value = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller as it is
+            self.error = exc
+
+    def result(self):
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+@dataclass
+class _Stats:
+    """What the driver keeps of the points: counts, busy time, workers, the first table rows."""
+    n_points: int
+    work_s: float = 0.0
+    ran: int = 0
+    wall_s: float = 0.0
+    workers: set = field(default_factory=set)
+    rows: dict = field(default_factory=dict)  # index -> (status, metrics), first TABLE_ROWS points only
+
+    def keep(self, index: int, status: str, metrics: dict) -> None:
+        if len(self.rows) < TABLE_ROWS or index in self.rows:
+            self.rows[index] = (status, metrics)
+
+
+def _open_tracking(tracking_cfg, sweep_hash, sweep_name, pipeline, source, sweep_dir, large):
+    from collectives.errors import SpecError
+    from pipelines.outputs import user_error
+    from pipelines.tracking import open_tracker, sweep_params
+
+    try:  # store unreachable, or another driver runs this sweep: one line, exit 2
+        tracker = open_tracker(tracking_cfg)
+        parent = tracker.resume_sweep(sweep_hash, sweep_name, pipeline,
+                                      swept=sweep_params(source.overrides(i) for i in range(len(source))),
+                                      n_points=len(source), sweep_dir=sweep_dir)
+    except SpecError as exc:
+        user_error(str(exc))
+    existing = tracker.children(parent)
+    dirs = [sweep_dir] + [Path(d) for d in tracker.sweep_dirs(parent) if Path(d) != sweep_dir]
+    if not large:  # computed earlier but never logged: log, don't recompute
+        tracker.adopt_from_disk(parent, _Named(source), existing, hashes=set(source.hashes))
+    return tracker, parent, existing, dirs
+
+
+def _plan(source, named, existing, in_table, tracker, writer, table, summary, stats, large, pipeline) -> list[int]:
+    """Which points run: not those FINISHED before, in the store or in a results table. A
+    finished point missing from one of them is copied there (never computed twice)."""
+    from pipelines.sweep_table import table_row
+
+    todo = []
+    for i, h in enumerate(source.hashes):
+        runs = existing.get(h, [])
+        finished = [r for r in runs if r.info.status == "FINISHED"]
+        row = in_table.get(h)
+        if not finished and row is None:
+            todo.append(i)
+            continue
+        summary.skipped += 1
+        metrics = dict(finished[0].data.metrics) if finished else dict(row.get("metrics") or {})
+        stats.keep(source.index(i), "SKIPPED (finished before)", metrics)
+        if finished:
+            tracker.remove_unfinished(runs)  # a killed earlier rerun may have left one behind
+        if row is None:  # in the store, not in a table: the table lists every point
+            table.append(table_row(named[i].index, h, named[i].name, "FINISHED", metrics))
+        elif writer is not None and not finished:  # in a table, not in the store: log it from the row
+            p = named[i]
+            writer.put({"parent_id": tracker.parent_id, "pipeline": pipeline, "cfg_hash": h, "name": p.name,
+                        "params": p.cfg, "results": metrics, "wall_s": row.get("wall_s"),
+                        "stale": runs, "_row": row})
+    return todo
+
+
+def _recorder(pipeline, summary, stats, table, tracker, writer, parent, existing, job_dirs, large, progress,
+              t0_epoch, keep_timeline):
+    from pipelines.outputs import write_outputs
+    from pipelines.sweep_table import table_row
+    from pipelines.tracking import numeric_metrics
+
+    def record(p: SweepPoint, outcome: dict) -> None:
+        if keep_timeline:
+            summary.timeline.append({"index": p.index, "point": p.name, "ok": outcome["ok"],
+                                     "worker": outcome.get("worker"), "wall_s": outcome.get("wall_s"),
+                                     "start_s": None if "started" not in outcome else outcome["started"] - t0_epoch})
+        stats.ran += 1
+        stats.work_s += outcome.get("wall_s") or 0.0
+        if outcome.get("worker"):
+            stats.workers.add(outcome["worker"])
+        metrics: dict = {}
+        if outcome["ok"]:
+            metrics = numeric_metrics(outcome["results"])
+            if job_dirs:
+                write_outputs(p.out_dir, outcome["results"], outcome["artifacts"])
+            summary.done += 1
+            status = "FINISHED"
+        else:
+            if job_dirs:
+                p.out_dir.mkdir(parents=True, exist_ok=True)
+            if outcome.get("cancelled"):
+                summary.cancelled += 1
+            else:
+                summary.failed += 1
+            summary.errors[p.index] = outcome["error"]
+            status = "CANCELLED" if outcome.get("cancelled") else "FAILED"
+        stats.keep(p.index, status, metrics)
+        if job_dirs:
+            write_job_hydra(p)
+        row = table_row(p.index, p.cfg_hash, p.name, status, metrics, wall_s=outcome.get("wall_s"),
+                        worker=outcome.get("worker"), error=outcome.get("error"))
+        if writer is not None:  # the table row follows once the store has the point
+            writer.put({"parent_id": parent, "pipeline": pipeline, "cfg_hash": p.cfg_hash, "name": p.name,
+                        "params": p.cfg, "results": outcome.get("results"),
+                        "artifact_dir": p.out_dir if outcome["ok"] and job_dirs else None,
+                        "error": None if outcome["ok"] else outcome["error"], "stale": existing.get(p.cfg_hash),
+                        "out_dir": p.out_dir if job_dirs else None, "wall_s": outcome.get("wall_s"), "_row": row})
+        else:
+            table.append(row)
+        progress.update(summary)
+
+    return record
+
+
+def _finish_large(tracker, parent, pipeline, tracking_cfg, dirs, sweep_dir, named, source) -> None:
+    """A sweep over ``tracking.max_child_runs`` points: the whole table (every point once) as
+    the parent's artifact, and the ``tracking.top_k`` best points as child runs."""
+    from pipelines.sweep_table import top_rows, write_dedup_csv
+
+    if parent is None or tracker.down:
+        return
+    csv_path = sweep_dir / "sweep_results.csv"
+    n = write_dedup_csv(dirs, csv_path)
+    tracker.log_table(parent, csv_path, n)
+    metric = _metric_of(pipeline, tracking_cfg)
+    k = int(tracking_cfg.get("top_k", TOP_K) or 0)
+    if not metric or k <= 0:
+        return
+    where = {source.index(i): i for i in range(len(source))}
+    best = set()
+    for row in top_rows(dirs, metric, k):
+        i = where.get(row["index"])
+        if i is None or source.hashes[i] != row["cfg_hash"]:
+            continue  # a table of another composition of the sweep: its index means another point
+        p = named[i]
+        best.add(p.cfg_hash)
+        tracker.log_point(parent, pipeline=pipeline, cfg_hash=p.cfg_hash, name=p.name, params=p.cfg,
+                          results=row.get("metrics"), wall_s=row.get("wall_s"))
+    # a stopped run's top k that the whole sweep outranks: the parent keeps the sweep's top k only
+    tracker.remove_children_except(parent, best)
 
 
 def _write_timeline(path: Path | None, summary: SweepSummary, ray_used: bool) -> None:
@@ -627,31 +945,53 @@ def rerun_note(summary: SweepSummary, total: int, tracked: bool) -> str | None:
     return f"a rerun of the same command skips the {finished} finished point(s) and runs the other {total - finished}"
 
 
-def _print_summary(pipeline: str, points: list[SweepPoint], summary: SweepSummary, sweep_name: str,
-                   n_workers: int, tracker, rows: dict) -> None:
+def _print_summary(pipeline: str, source, named, summary: SweepSummary, sweep_name: str,
+                   n_workers: int, tracker, stats: _Stats, table_path: Path) -> None:
     busy = ""
-    if n_workers and summary.timeline and summary.wall_s > 0:
-        workers = {r["worker"] for r in summary.timeline if r["worker"]}
-        work_s = sum(r["wall_s"] or 0.0 for r in summary.timeline)
-        busy = (f"; Ray workers busy {100 * work_s / (n_workers * summary.wall_s):.0f} % of the sweep's "
-                f"wall time ({len(workers)} of {n_workers} used)")
+    if n_workers and stats.ran and summary.wall_s > 0:
+        busy = (f"; Ray workers busy {100 * stats.work_s / (n_workers * summary.wall_s):.0f} % of the sweep's "
+                f"wall time ({len(stats.workers)} of {n_workers} used)")
+    rate = f", {stats.ran / summary.wall_s:,.1f} points/s" if stats.ran and summary.wall_s > 0 else ""
     extra = "".join(f", {n} {what}" for n, what in ((summary.cancelled, "cancelled"), (summary.not_run, "not run")) if n)
     err = sys.stderr
     print(f"sweep {sweep_name}: {summary.done} done, {summary.failed} failed, {summary.skipped} skipped{extra} "
-          f"in {summary.wall_s:.1f} s{busy}", file=err)
-    for idx, msg in sorted(summary.errors.items()):
+          f"in {summary.wall_s:.1f} s{rate}{busy}", file=err)
+    for idx, msg in sorted(summary.errors.items())[:TABLE_ROWS]:
         print(f"  point #{idx} {'cancelled' if msg.startswith('cancelled') else 'failed'}: {msg}", file=err)
+    if len(summary.errors) > TABLE_ROWS:
+        print(f"  ... {len(summary.errors) - TABLE_ROWS} more failed point(s), listed in {table_path}", file=err)
     if summary.signal is not None:
         print(f"stopped by {signal.Signals(summary.signal).name}: {summary.cancelled} point(s) in flight cancelled, "
               f"{summary.not_run} not started", file=err)
     if summary.head_lost:
         print(f"stopped: {summary.head_lost}; the points in flight are recorded as failed, {summary.not_run} "
               f"not started", file=err)
-    note = rerun_note(summary, len(points), tracker is not None)
+    note = rerun_note(summary, len(source), tracker is not None)
     if note:
         print(note, file=err)
     if tracker is not None:
         print(tracker.closing_line(), file=err)
+    print(f"results table: {table_path} (one line per point); peak driver memory {peak_rss_mib():,.0f} MiB",
+          file=err)
     err.flush()
-    table = [(p, *rows.get(p.index, ("NOT RUN", {}))) for p in points]
-    print(result_table(pipeline, table), flush=True)
+    shown = range(min(len(source), TABLE_ROWS))
+    table = [(named[i], *stats.rows.get(named[i].index, ("NOT RUN", {}))) for i in shown]
+    keys = _swept_keys(source)
+    print(result_table(pipeline, table, total=len(source), keys=keys), flush=True)
+
+
+def peak_rss_mib() -> float:
+    """The driver's peak resident memory (Linux reports ru_maxrss in KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _swept_keys(source) -> list[str]:
+    values: dict[str, set] = {}
+    for i in range(len(source)):
+        for o in source.overrides(i):
+            k, _, v = o.partition("=")
+            if v and k.lstrip("+~").split(".")[0].split("/")[0] not in ORCHESTRATION_KEYS:
+                values.setdefault(k.lstrip("+~"), set()).add(v)
+    return [k for k, vs in values.items() if len(vs) > 1] or list(values)

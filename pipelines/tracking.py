@@ -276,10 +276,13 @@ class Tracker:
     unlogged: int = field(default=0, init=False)
     logged: int = field(default=0, init=False)  # child runs this process created
     parent_id: str | None = field(default=None, init=False)
+    report_pid: int | None = field(default=None, init=False)  # the background report process
 
     def __post_init__(self) -> None:
         bound_http_retries()
         self._sweep_lock: FileLock | None = None
+        self._known: dict[str, str] = {}  # config hash -> FINISHED child of this driver's parent run
+        self._read_parent: str | None = None
         self.commit = git_commit()  # once per driver, not a git process per logged point
         if self.uri.startswith(("http://", "https://")):
             probe_http(self.uri)
@@ -427,6 +430,21 @@ class Tracker:
         if self.report and not self.down and (self.logged or not self._has_report(parent_id)):
             self.attach_report(parent_id)
 
+    def sweep_dirs(self, parent_id: str | None) -> list[str]:
+        """The sweep directories that ran this sweep before (the parent's tag)."""
+        if not parent_id:
+            return []
+        return self._guard("reading the sweep's parent run", lambda: json.loads(
+            self.client.get_run(parent_id).data.tags.get(TAG_SWEEP_DIRS, "[]")), [])
+
+    def log_table(self, parent_id: str | None, path: Path, n_points: int) -> None:
+        """A large sweep's results (every point once) as one artifact of its parent run."""
+        if not parent_id:
+            return
+        self._guard("attaching the sweep's results table", lambda: (
+            self.client.log_artifact(parent_id, str(path)),
+            self.client.set_tag(parent_id, "gx.results_table", f"{Path(path).name} ({n_points} points)")))
+
     def _has_report(self, parent_id: str) -> bool:
         """Whether the parent already carries a report (a rerun that logged nothing keeps it)."""
         files = self._guard("listing the parent's artifacts", lambda: self.client.list_artifacts(parent_id, "report"), [])
@@ -452,7 +470,12 @@ class Tracker:
     def attach_report(self, parent_id: str) -> None:
         """The report pipeline (``gx report sweep=<id> attach=true``) renders the sweep's table and
         figures from the store and logs them on the parent run; run as its own process, so a
-        plotting failure can never touch the sweep. Files also land in ``<sweep dir>/report``."""
+        plotting failure can never touch the sweep. Files also land in ``<sweep dir>/report``.
+
+        The process is started and not waited for: every point is in the store and on disk by
+        now, and rendering a sweep's figures in a fresh interpreter takes longer than most of
+        its points (tens of seconds on a loaded 2-core host). Its output goes to
+        ``report/attach.log``; ``report/report.md`` appears when it is done."""
         out = (self.sweep_dir or Path.cwd()) / "report"
         root = str(Path(__file__).resolve().parent.parent)
         env = dict(os.environ, MLFLOW_TRACKING_URI=self.uri, GX_TRACKING="true",
@@ -460,13 +483,17 @@ class Tracker:
         cmd = [sys.executable, "-m", "pipelines.report", f"sweep={parent_id}", "attach=true",
                f"tracking.experiment={_hydra_quote(self.experiment)}", f"hydra.run.dir={_hydra_quote(str(out))}"]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)  # the driver's cwd: a relative store URI means the same
-            failed = proc.returncode != 0 and (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1]
-        except subprocess.TimeoutExpired:
-            failed = "took over 300 s"
-        if failed:
-            print(f"warning: the sweep's report was not attached to its parent run ({failed}); "
+            out.mkdir(parents=True, exist_ok=True)
+            with open(out / "attach.log", "w") as log:  # the driver's cwd: a relative store URI means the same
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        env=env, start_new_session=True)
+        except OSError as exc:
+            print(f"warning: the sweep's report was not attached to its parent run ({_reason(exc)}); "
                   f"make it with: gx report sweep={parent_id}", file=sys.stderr)
+            return
+        self.report_pid = proc.pid
+        print(f"MLflow: attaching the sweep's report to its parent run in the background (pid {proc.pid}; "
+              f"it writes {out / 'report.md'}; log {out / 'attach.log'})", file=sys.stderr)
 
     # -- children -----------------------------------------------------------------------
     def children(self, parent_id: str | None) -> dict[str, list]:
@@ -487,10 +514,26 @@ class Tracker:
             for extra in finished[1:]:  # a point is logged once: the earliest FINISHED child stays
                 self.client.delete_run(extra.info.run_id)
                 group.remove(extra)
+            if finished and parent_id == self.parent_id:
+                self._known[h] = finished[0].info.run_id
+        if parent_id == self.parent_id:
+            self._read_parent = parent_id  # every earlier child of this parent is in _known
         return by_hash
 
     def finished_hashes(self, parent_id: str) -> set[str]:
         return {h for h, runs in self.children(parent_id).items() if any(r.info.status == "FINISHED" for r in runs)}
+
+    def remove_children_except(self, parent_id: str | None, keep: set[str]) -> None:
+        """Delete the parent's child runs whose config hash is not in ``keep``."""
+        def remove() -> None:
+            for h, runs in self._children(parent_id).items():
+                if h not in keep:
+                    for r in runs:
+                        self.client.delete_run(r.info.run_id)
+                    self._known.pop(h, None)
+
+        if parent_id:
+            self._guard("removing child runs outside the top k", remove)
 
     def remove_unfinished(self, runs: list | None) -> None:
         def remove() -> None:
@@ -537,7 +580,15 @@ class Tracker:
              stale: list | None) -> str:
         from mlflow.entities import Metric, Param
 
-        if parent_id:
+        # holding the sweep's lock on a local SQLite store, no other driver logs its children (the
+        # lock is per host: a server shared by hosts is still searched): the children were read at
+        # the start and this driver's own are remembered, so the store is not searched per point
+        exclusive = (self._sweep_lock is not None and parent_id == self.parent_id == self._read_parent
+                     and _sqlite_path(self.uri) is not None)
+        if exclusive and record.cfg_hash in self._known:  # logged already by this driver or a run before
+            self.remove_unfinished(stale)
+            return self._known[record.cfg_hash]
+        if parent_id and not exclusive:
             done = self._finished_child(parent_id, record.cfg_hash)
             if done:  # logged already (a rerun, gx sync, or another driver): never twice
                 self.remove_unfinished(stale)
@@ -559,8 +610,10 @@ class Tracker:
         if artifact_dir is not None and Path(artifact_dir).is_dir():
             self.client.log_artifacts(rid, str(artifact_dir))
         self.client.set_terminated(rid, record.status)
+        if exclusive and record.status == "FINISHED":
+            self._known[record.cfg_hash] = rid
         self.remove_unfinished(stale)
-        if parent_id and record.status == "FINISHED":  # the run is logged: the rest is best effort
+        if parent_id and record.status == "FINISHED" and not exclusive:  # logged: the rest is best effort
             return self._guard("checking the point for duplicates",
                                lambda: self._keep_earliest(parent_id, record.cfg_hash), None) or rid
         return rid
@@ -588,12 +641,15 @@ class Tracker:
                               params=rec.params, results=results, error=rec.error, stale=stale,
                               artifact_dir=Path(job_dir) if results is not None else None, wall_s=rec.wall_s)
 
-    def adopt_from_disk(self, parent_id: str | None, points: list, existing: dict[str, list]) -> int:
+    def adopt_from_disk(self, parent_id: str | None, points, existing: dict[str, list],
+                        hashes: set[str] | None = None) -> int:
         """Points of this sweep that an earlier driver computed but could not log (the store was
         down): log them from their job directories instead of computing them again. Updates
-        ``existing`` so the caller skips them; returns how many were adopted."""
-        missing = {p.cfg_hash for p in points
-                   if not any(r.info.status == "FINISHED" for r in existing.get(p.cfg_hash, []))}
+        ``existing`` so the caller skips them; returns how many were adopted. ``hashes``: the
+        points' config hashes, when ``points`` is not a list of ready points."""
+        if hashes is None:
+            hashes = {p.cfg_hash for p in points}
+        missing = {h for h in hashes if not any(r.info.status == "FINISHED" for r in existing.get(h, []))}
         if not missing or not parent_id or self.down:
             return 0
         dirs = self._guard("reading the sweep's parent run", lambda: json.loads(
@@ -642,3 +698,67 @@ def measured_metrics(wall_s: float | None, job_dir: Path | None) -> dict[str, fl
             timings = {}
         out.update({f"timing.{k}": v for k, v in numeric_metrics(timings).items()})
     return out
+
+
+class TrackingWriter:
+    """Logs a sweep's points from a background thread, off the driver's critical path.
+
+    ``put`` queues a point's :meth:`Tracker.log_point` arguments and returns at once; the
+    thread takes what has queued up (up to ``batch`` points) and logs it, then calls
+    ``on_logged(item, run_id)`` for each (the sweep appends the point's table row there, so the
+    table never lists a point the store could still miss). A store failure marks the tracker
+    down (said once) and spools the rest, as before; nothing here raises into the sweep.
+    ``close`` drains the queue: every queued point is logged (or spooled) exactly once.
+    """
+
+    def __init__(self, tracker: "Tracker", on_logged: Callable[[dict, str | None], None] | None = None,
+                 batch: int = 64):
+        import queue
+        import threading
+
+        self.tracker, self.on_logged, self.batch = tracker, on_logged, batch
+        self.queue: "queue.Queue" = queue.Queue()
+        self.logged = 0
+        self.thread = threading.Thread(target=self._run, name="gx-tracking-writer", daemon=True)
+        self.thread.start()
+
+    def put(self, item: dict) -> None:
+        self.queue.put(item)
+
+    def pending(self) -> int:
+        return self.queue.qsize()
+
+    def _run(self) -> None:
+        import queue
+
+        stop = False
+        while not stop:
+            items = [self.queue.get()]
+            while len(items) < self.batch:
+                try:
+                    items.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            for item in items:
+                if item is None:
+                    stop = True
+                    continue
+                self._log(item)
+
+    def _log(self, item: dict) -> None:
+        kwargs = {k: v for k, v in item.items() if not k.startswith("_")}
+        try:
+            run_id = self.tracker.log_point(**kwargs)
+        except Exception as exc:  # log_point guards the store; this is the last line of defence
+            self.tracker.down = self.tracker.down or _reason(exc)
+            run_id = None
+        self.logged += 1
+        if self.on_logged is not None:
+            try:
+                self.on_logged(item, run_id)
+            except Exception as exc:
+                print(f"warning: recording point {item.get('name')!r} failed ({_reason(exc)})", file=sys.stderr)
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.thread.join()

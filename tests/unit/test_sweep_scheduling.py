@@ -53,26 +53,35 @@ def test_swept_plain_values_are_set_not_recomposed_but_groups_are_composed():
     assert scalars == [("batch", 2), ("batch", 4)]
 
 
-def test_launcher_composes_each_point_once():
+def test_the_sweepers_check_composes_each_distinct_base_once():
+    from omegaconf import OmegaConf
+
     from hydra_plugins.gx_ray_launcher.gx_ray_launcher import _compose_once
 
+    class Repository:
+        @staticmethod
+        def group_exists(key):
+            return key == "fabric"
+
     class Loader:
+        repository = Repository()
+
         def __init__(self):
-            self.calls = 0
+            self.calls = []
 
         def load_sweep_config(self, master_config, sweep_overrides):
-            self.calls += 1
-            return {"overrides": tuple(sweep_overrides), "n": self.calls}
+            self.calls.append(tuple(sweep_overrides))
+            return OmegaConf.create({"batch": 1, "fabric": {"name": "x"}, "hydra": {"job": {}}})
 
-    loader, master = Loader(), object()
+    loader = Loader()
+    master = OmegaConf.create({"hydra": {"job": {"config": {"override_dirname": {
+        "exclude_keys": [], "item_sep": ",", "kv_sep": "="}}}}})
     _compose_once(loader)
     _compose_once(loader)  # idempotent
-    first = loader.load_sweep_config(master, ["batch=1"])  # the sweeper's validation
-    assert loader.calls == 1
-    assert loader.load_sweep_config(master, ["batch=1"], _take=True) is first  # the launcher's: no second compose
-    assert loader.calls == 1
-    again = loader.load_sweep_config(master, ["batch=1"], _take=True)  # given back once only
-    assert loader.calls == 2 and again is not first
+    for fabric in ("a", "b"):
+        for batch in (1, 2, 4):  # the sweeper's validation of each point
+            assert loader.load_sweep_config(master, [f"fabric={fabric}", f"batch={batch}"]) is None
+    assert loader.calls == [("fabric=a",), ("fabric=b",)]  # one composition per distinct base
 
 
 def test_a_bad_ray_batch_size_is_one_line_exit_2_before_anything_is_written(tmp_path):
