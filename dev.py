@@ -84,7 +84,7 @@ def main() -> None:
     if what == "gx":
         os.execv(str(BIN / "gx"), [str(BIN / "gx"), *rest])
     if what == "test":
-        os.execv(str(BIN / "python"), [str(BIN / "python"), "-m", "pytest", "-q", "-n", "2", *rest])
+        os.execv(str(BIN / "python"), [str(BIN / "python"), "-m", "pytest", "-q", "-n", "2", "--dist", "worksteal", *rest])
 
 
 if __name__ == "__main__":

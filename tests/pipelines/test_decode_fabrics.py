@@ -54,6 +54,7 @@ def test_decode_on_every_fabric(pipeline, kind):
         assert len(plan["accelerators"]) == 64 and len(set(plan["accelerators"])) == 64
 
 
+@pytest.mark.slow  # suite time: the 512-accelerator all-OCS plan; golden decode_all_ocs covers the default
 def test_decode_all_ocs_512_of_576_and_link_rate_selects_power_column(pipeline):
     p400, o400 = pipeline("decode", "fabric=all_ocs")
     p16, o16 = pipeline("decode", "fabric=all_ocs", "fabric.link_rate=1.6Tb/s")

@@ -67,6 +67,7 @@ def test_replay_8_ranks_zipf_variopath_nccl_and_relays_every_byte_verified(pipel
     assert by["nccl:nccl"]["predicted_completion_s"] == pytest.approx(by["nccl_pairwise"]["predicted_completion_s"])
 
 
+@pytest.mark.slow  # suite time: replay fault paths run under -m slow; the 8-rank verified replay stays
 def test_replay_4_ranks_moe_from_mlflow_run_logs_child_run(tmp_path, testbed):
     from mlflow.tracking import MlflowClient
 
@@ -101,6 +102,7 @@ def test_replay_4_ranks_moe_from_mlflow_run_logs_child_run(tmp_path, testbed):
     assert len(client.search_runs([exp])) == 2
 
 
+@pytest.mark.slow  # suite time: replay fault paths run under -m slow; the 8-rank verified replay stays
 def test_killed_rank_ends_replay_with_clear_error_and_no_results(pipeline, tmp_path, testbed):
     demand = workloads.moe(4, 32, experts=16, top_k=4, hidden=1024, seed=1)
     sched = _write(tmp_path, "vp", schedule_json("variopath", 1, demand))
@@ -116,6 +118,7 @@ def test_killed_rank_ends_replay_with_clear_error_and_no_results(pipeline, tmp_p
     assert elapsed < 120  # start-up + detection, never the 60 s process-group timeout chain
 
 
+@pytest.mark.slow  # suite time: replay fault paths run under -m slow; the 8-rank verified replay stays
 def test_a_flipped_bit_fails_verification(pipeline, tmp_path):
     demand = workloads.zipf(4, 64 * 1024, 0.6, seed=8)
     sched = _write(tmp_path, "nccl", schedule_json("nccl", 1, demand))
@@ -208,7 +211,8 @@ def test_replay_of_a_real_alltoallv_run_predicts_what_that_run_reported(tmp_path
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-@pytest.mark.parametrize("sig", [signal.SIGTERM, pytest.param(signal.SIGKILL, marks=pytest.mark.slow)])
+@pytest.mark.slow  # suite time (both signals under -m slow)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_signal_on_the_replay_parent_leaves_no_orphaned_ranks(tmp_path, sig):
     """A hung rank keeps every rank waiting in a collective; stopping the parent must take them all
     down at once (SIGTERM: the parent stops them; SIGKILL: each rank's parent-death signal)."""
