@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -28,6 +28,7 @@ import numpy as np
 import yaml
 
 from collectives.errors import SpecError
+from pipelines.nccl_fit_values import bus_factor, format_value, value_at, with_values
 from pipelines.nccl_params import PARAMS_FILE, default_mapping, nccl_spec
 from pipelines.units import parse_bytes
 
@@ -74,11 +75,6 @@ class Row:
     choice: str | None = None  # choice rows: "ring/ll", or an algorithm alone
     ran: str | None = None  # what NCCL ran for this row where the set says it ("nvls/simple", "ring")
     fit: bool = True
-
-
-def bus_factor(collective: str, n: int) -> float:
-    """nccl-tests' busbw / algbw."""
-    return 2 * (n - 1) / n if collective == "allreduce" else (n - 1) / n
 
 
 def load_rows(path: Path = MEASUREMENTS) -> list[Row]:
@@ -156,33 +152,6 @@ def _as_ran_pairs(gen, row: Row, links, place) -> list[tuple[str, str]]:
 
 # -- parameters <-> vectors ------------------------------------------------------------------------
 
-def _get(gen, path):
-    if path[0] in SCALARS:
-        return getattr(gen, path[0])
-    table, transport, row, proto = path
-    return (gen.hop_latency_s if table == "hop_latency" else gen.efficiency)[transport][row][proto]
-
-
-def with_values(gen, values: dict, ring_channels: int | None = None):
-    """A copy of ``gen`` with ``values`` {path: value} set and the tied values derived from them."""
-    hop = {t: {r: dict(p) for r, p in rows.items()} for t, rows in gen.hop_latency_s.items()}
-    eff = {t: {r: dict(p) for r, p in rows.items()} for t, rows in gen.efficiency.items()}
-    every = dict(values)
-    for path, (source, factor) in TIED.items():
-        every[path] = every.get(source, _get(gen, source)) * factor
-    scalars = {}
-    for path, value in every.items():
-        if path[0] in SCALARS:
-            scalars[path[0]] = value
-            continue
-        table, transport, row, proto = path
-        (hop if table == "hop_latency" else eff).setdefault(transport, {}).setdefault(row, {})[proto] = value
-    channels = dict(gen.channels)
-    if ring_channels is not None:
-        channels["ring"] = channels["tree"] = ring_channels
-    return replace(gen, hop_latency_s=hop, efficiency=eff, channels=channels, **scalars)
-
-
 def best_time(gen, row: Row, links_place, pairs) -> float:
     """The least predicted time over ``pairs`` (the tuner's rule on a fixed candidate list)."""
     from fabrics.network.nccl.cost import COLLECTIVE_ALGORITHMS
@@ -218,14 +187,16 @@ def fit_generation(gen, rows: list[Row]) -> FitResult:
     best: FitResult | None = None
     for channels in CHANNEL_GRID:
         def residuals(z, channels=channels):
-            g = with_values(gen, {p: float(v) for (p, _, _), v in zip(FITTED, z * scale)}, channels)
+            g = with_values(gen, {p: float(v) for (p, _, _), v in zip(FITTED, z * scale)}, TIED, scalars=SCALARS,
+                            ring_channels=channels)
             return np.log([best_time(g, r, lp, pr) for r, lp, pr in zip(fit_rows, cached, pairs)]) - measured
 
         for start in starts:
             sol = least_squares(residuals, start, bounds=(lo / scale, hi / scale), method="trf",
                                 x_scale=1.0, diff_step=1e-3)
             values = {p: float(v) for (p, _, _), v in zip(FITTED, sol.x * scale)}
-            result = FitResult(gen.name, values, channels, float(sol.cost), with_values(gen, values, channels))
+            fitted = with_values(gen, values, TIED, scalars=SCALARS, ring_channels=channels)
+            result = FitResult(gen.name, values, channels, float(sol.cost), fitted)
             if best is None or result.cost < best.cost - 1e-12:
                 best = result
     assert best is not None
@@ -250,22 +221,15 @@ def fit_all(rows: list[Row] | None = None, spec=None) -> dict[str, FitResult]:
 _LINE = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z0-9_]+):(?P<value>[^#]*?)(?P<comment>\s*#.*)?$")
 
 
-def _format(table: str, value) -> str:
-    if table == "hop_latency":
-        return f"{value * 1e6:.4g}us"
-    if table == "channels":
-        return str(int(value))
-    return f"{value:.4g}"
-
-
 def written_values(results: dict[str, FitResult]) -> dict[tuple, str]:
     """{(generation, table, transport, row, proto) | (generation, 'channels', row): text} to write."""
     out = {}
     for name, res in results.items():
         for path, value in res.values.items():
-            out[(name, *path)] = _format(path[0], value)
+            out[(name, *path)] = format_value(path[0], value)
         for path, (source, factor) in TIED.items():
-            out[(name, *path)] = _format(path[0], res.values.get(source, _get(res.gen, source)) * factor)
+            base = res.values.get(source, value_at(res.gen, source, SCALARS))
+            out[(name, *path)] = format_value(path[0], base * factor)
         out[(name, "channels", "ring")] = out[(name, "channels", "tree")] = str(res.ring_channels)
     return out
 
@@ -413,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     new = rewrite_yaml(text, {**written_values(results), **fit_nccl_pcie.written_values(pcie)})
     for name, res in results.items():
         print(f"{name}: ring channels {res.ring_channels}, cost {res.cost:.4f}, "
-              + ", ".join(f"{'.'.join(p)}={_format(p[0], v)}" for p, v in res.values.items()))
+              + ", ".join(f"{'.'.join(p)}={format_value(p[0], v)}" for p, v in res.values.items()))
     if args.check:
         if new != text:
             print("conf/network/nccl.yaml differs from the fit; run python -m pipelines.fit_nccl", file=sys.stderr)
@@ -422,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         PARAMS_FILE.write_text(new)
         print(f"wrote {PARAMS_FILE.relative_to(ROOT)}")
     print(f"{fit_nccl_pcie.GENERATION}: cost {pcie.cost:.6f}, "
-          + ", ".join(f"{'.'.join(p)}={fit_nccl_pcie._format(p[0], v)}" for p, v in pcie.values.items()))
+          + ", ".join(f"{'.'.join(p)}={format_value(p[0], v)}" for p, v in pcie.values.items()))
     residuals = residual_rows(nccl_spec(yaml.safe_load(new)))
     worst = max(abs(e["error"]) for e in residuals if "error" in e)
     print(f"{sum('error' in e for e in residuals)} timed rows, worst |error| {worst * 100:.1f} %")

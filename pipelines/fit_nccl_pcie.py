@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from pipelines.nccl_fit_values import bus_factor, format_value, value_at, with_values
 from pipelines.units import parse_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,11 +70,6 @@ class PcieRow:
     source: str
 
 
-def bus_factor(collective: str, n: int) -> float:
-    """nccl-tests: all-reduce 2(n-1)/n, all-to-all (n-1)/n."""
-    return 2.0 * (n - 1) / n if collective == "allreduce" else (n - 1) / n
-
-
 def load() -> tuple[dict, list[PcieRow]]:
     """(systems {name: platform mapping}, rows) of the PCIe calibration set."""
     data = yaml.safe_load(MEASUREMENTS.read_text())
@@ -108,23 +104,6 @@ def predict(net, gen, row: PcieRow):
     return net.nccl_estimate(call)[0]
 
 
-def _get(gen, path):
-    table, transport, row, proto = path
-    return (gen.hop_latency_s if table == "hop_latency" else gen.efficiency)[transport][row][proto]
-
-
-def with_values(gen, values: dict):
-    """A copy of ``gen`` with ``values`` {path: value} and the tied values derived from them."""
-    hop = {t: {r: dict(p) for r, p in rows.items()} for t, rows in gen.hop_latency_s.items()}
-    eff = {t: {r: dict(p) for r, p in rows.items()} for t, rows in gen.efficiency.items()}
-    every = dict(values)
-    for path, (source, factor) in TIED.items():
-        every[path] = every.get(source, _get(gen, source)) * factor
-    for (table, transport, row, proto), value in every.items():
-        (hop if table == "hop_latency" else eff)[transport][row][proto] = value
-    return replace(gen, hop_latency_s=hop, efficiency=eff)
-
-
 @dataclass(frozen=True)
 class PcieFit:
     values: dict
@@ -147,25 +126,22 @@ def fit(spec=None) -> PcieFit:
     measured = np.log([r.time_s for r in rows])
 
     def residuals(z):
-        g = with_values(gen, {p: float(v) for (p, _, _), v in zip(FITTED, z * x0)})
+        g = with_values(gen, {p: float(v) for (p, _, _), v in zip(FITTED, z * x0)}, TIED)
         return np.log([predict(nets[r.system], g, r).time_s for r in rows]) - measured
 
     # start in the middle of the bounds (geometric): an efficiency that starts above a slower
     # transport's on the same ring would not bind and keep a zero gradient
     sol = least_squares(residuals, np.sqrt(lo * hi) / x0, bounds=(lo / x0, hi / x0), method="trf", diff_step=1e-4)
     values = {p: float(v) for (p, _, _), v in zip(FITTED, sol.x * x0)}
-    return PcieFit(values=values, cost=float(sol.cost), gen=with_values(gen, values))
-
-
-def _format(table: str, value: float) -> str:
-    return f"{value * 1e6:.4g}us" if table == "hop_latency" else f"{value:.4g}"
+    return PcieFit(values=values, cost=float(sol.cost), gen=with_values(gen, values, TIED))
 
 
 def written_values(result: PcieFit) -> dict[tuple, str]:
     """{(generation, table, transport, row, proto): text} of every '# fitted' / '# tied' PCIe value."""
-    out = {(GENERATION, *p): _format(p[0], v) for p, v in result.values.items()}
+    out = {(GENERATION, *p): format_value(p[0], v) for p, v in result.values.items()}
     for path, (source, factor) in TIED.items():
-        out[(GENERATION, *path)] = _format(path[0], result.values.get(source, _get(result.gen, source)) * factor)
+        base = result.values.get(source, value_at(result.gen, source))
+        out[(GENERATION, *path)] = format_value(path[0], base * factor)
     return out
 
 

@@ -1,0 +1,52 @@
+"""Shared pieces of the NCCL-like fits (``pipelines.fit_nccl`` and ``pipelines.fit_nccl_pcie``).
+
+A fitted value is addressed by a path: ``(table, transport, algorithm, protocol)`` into a
+``fabrics.network.nccl.params.Generation``'s ``hop_latency_s`` / ``efficiency`` tables, or
+``(field,)`` for a whole Generation field (``scalars``). Tied values are derived from a fitted one
+by a factor (``tied``: {path: (source path, factor)}).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+
+def bus_factor(collective: str, n: int) -> float:
+    """nccl-tests' busbw / algbw: all-reduce 2(n-1)/n, the others (n-1)/n."""
+    return 2 * (n - 1) / n if collective == "allreduce" else (n - 1) / n
+
+
+def value_at(gen, path, scalars=()):
+    if path[0] in scalars:
+        return getattr(gen, path[0])
+    table, transport, row, proto = path
+    return (gen.hop_latency_s if table == "hop_latency" else gen.efficiency)[transport][row][proto]
+
+
+def with_values(gen, values: dict, tied: dict, *, scalars=(), ring_channels: int | None = None):
+    """A copy of ``gen`` with ``values`` {path: value} set and the ``tied`` values derived from them."""
+    hop = {t: {r: dict(p) for r, p in rows.items()} for t, rows in gen.hop_latency_s.items()}
+    eff = {t: {r: dict(p) for r, p in rows.items()} for t, rows in gen.efficiency.items()}
+    every = dict(values)
+    for path, (source, factor) in tied.items():
+        every[path] = every.get(source, value_at(gen, source, scalars)) * factor
+    fields = {}
+    for path, value in every.items():
+        if path[0] in scalars:
+            fields[path[0]] = value
+            continue
+        table, transport, row, proto = path
+        (hop if table == "hop_latency" else eff).setdefault(transport, {}).setdefault(row, {})[proto] = value
+    channels = dict(gen.channels)
+    if ring_channels is not None:
+        channels["ring"] = channels["tree"] = ring_channels
+    return replace(gen, hop_latency_s=hop, efficiency=eff, channels=channels, **fields)
+
+
+def format_value(table: str, value) -> str:
+    """How a fitted value is written into conf/network/nccl.yaml."""
+    if table == "hop_latency":
+        return f"{value * 1e6:.4g}us"
+    if table == "channels":
+        return str(int(value))
+    return f"{value:.4g}"
