@@ -109,10 +109,12 @@ def nccl_model(platform: dict, topology, overhead_s: float):
 def _nccl_figures(nccl, schedule, ev) -> dict:
     """The nccl baseline's completion as NCCL runs it: the pairwise schedule's flow completion at the
     transports' efficiencies plus NCCL's p2p latency (``ideal_completion_s``: the flow evaluator alone)."""
+    from pipelines.nccl_fit_values import bus_factor
+
     est = nccl.pairwise(schedule)
     n = schedule.n_ranks
     algbw = ev.total_bytes / (n * est.time_s) if est.time_s > 0 else 0.0
-    return {"completion_s": est.time_s, "algbw_Bps": algbw, "busbw_Bps": algbw * (n - 1) / n,
+    return {"completion_s": est.time_s, "algbw_Bps": algbw, "busbw_Bps": algbw * bus_factor("alltoallv", n),
             "algorithm": est.algorithm, "protocol": est.protocol, "latency_s": est.latency_s,
             "bandwidth_s": est.bandwidth_s, "ideal_completion_s": ev.completion_s}
 

@@ -23,6 +23,7 @@ import time
 from collectives.errors import SpecError
 from pipelines.app import gx_main
 from pipelines.budgets import preflight
+from pipelines.nccl_fit_values import bus_factor
 from pipelines.units import parse_bytes, parse_rate, parse_time
 
 
@@ -289,17 +290,6 @@ def fabric_groups(world: int, group_size, *, whole: bool = True) -> tuple[tuple[
     return tuple(tuple(range(g * n, (g + 1) * n)) for g in range(world // n))
 
 
-# nccl-tests' bus-bandwidth factors (nccl-tests doc/PERFORMANCE.md): busbw = algbw x factor(n)
-BUSBW_FACTORS = {
-    "allreduce": lambda n: 2 * (n - 1) / n,
-    "allgather": lambda n: (n - 1) / n,
-    "reducescatter": lambda n: (n - 1) / n,
-    "alltoall": lambda n: (n - 1) / n,
-    "alltoallv": lambda n: (n - 1) / n,
-    "sendrecv": lambda n: 1.0,
-}
-
-
 def nccl_tests_row(collective: str, n_ranks: int, size_bytes: int, completion_s: float, schedule: str,
                    network: str) -> dict:
     """The quantities nccl-tests prints for one size: ``size`` (bytes as nccl-tests counts them:
@@ -311,7 +301,7 @@ def nccl_tests_row(collective: str, n_ranks: int, size_bytes: int, completion_s:
     if network == "nccl" and "/" in schedule:
         algorithm, protocol = schedule.split("/", 1)
     return {"size": size_bytes, "completion_s": completion_s, "algbw_Bps": algbw,
-            "busbw_Bps": None if algbw is None else algbw * BUSBW_FACTORS[collective](n_ranks),
+            "busbw_Bps": None if algbw is None else algbw * bus_factor(collective, n_ranks),
             "algorithm": algorithm, "protocol": protocol}
 
 

@@ -1,4 +1,5 @@
-"""Shared pieces of the NCCL-like fits (``pipelines.fit_nccl`` and ``pipelines.fit_nccl_pcie``).
+"""Shared pieces of the NCCL-like fits (``pipelines.fit_nccl`` and ``pipelines.fit_nccl_pcie``) and
+nccl-tests' bus-bandwidth factors (also what ``gx collective`` reports on GPU fabrics).
 
 A fitted value is addressed by a path: ``(table, transport, algorithm, protocol)`` into a
 ``fabrics.network.nccl.params.Generation``'s ``hop_latency_s`` / ``efficiency`` tables, or
@@ -11,9 +12,20 @@ from __future__ import annotations
 from dataclasses import replace
 
 
+# nccl-tests' bus-bandwidth factors (nccl-tests doc/PERFORMANCE.md): busbw = algbw x factor(n)
+BUSBW_FACTORS = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "reducescatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "alltoallv": lambda n: (n - 1) / n,
+    "sendrecv": lambda n: 1.0,
+}
+
+
 def bus_factor(collective: str, n: int) -> float:
-    """nccl-tests' busbw / algbw: all-reduce 2(n-1)/n, the others (n-1)/n."""
-    return 2 * (n - 1) / n if collective == "allreduce" else (n - 1) / n
+    """nccl-tests' busbw / algbw for ``collective`` on ``n`` ranks."""
+    return BUSBW_FACTORS[collective](n)
 
 
 def value_at(gen, path, scalars=()):
