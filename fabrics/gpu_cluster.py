@@ -44,8 +44,13 @@ class GpuFabricOptions:
     hop_latency_s: float  # one GPU-to-GPU access through one NVSwitch hop
     nic_latency_s: float = 0.0  # one NIC-to-NIC transfer through one leaf (both NICs included)
     spine_latency_s: float = 0.0  # added when the transfer goes leaf -> spine -> leaf
+    # the leaf/spine switches reduce in the network (InfiniBand SHARP): network=nccl adds CollNet
+    # (fabrics/network/nccl/collnet.py); the ideal models ignore it
+    sharp: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.sharp, bool):
+            raise SpecError(f"fabric.sharp={self.sharp!r} must be true or false")
         for name in ("hop_latency_s", "nic_latency_s", "spine_latency_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:

@@ -16,7 +16,7 @@ from pipelines.specs import plain
 from pipelines.units import parse_time
 
 PARAMS_FILE = Path(__file__).resolve().parent.parent / "conf" / "network" / "nccl.yaml"
-TOP_KEYS = ("name", "algorithm", "protocol", "generations")
+TOP_KEYS = ("name", "algorithm", "protocol", "generations", "collnet")
 GENERATION_KEYS = ("accelerators", "channels", "protocols", "nvls_chunk_bytes", "nvls_overlap_chunks",
                    "p2p_ll_threshold_bytes", "p2p_level",
                    "base_latency", "hop_latency", "efficiency")
@@ -140,9 +140,13 @@ def nccl_spec(network_mapping: Any):
     gens = net.get("generations")
     if gens is None:
         gens = _file_mapping()["generations"]
+    generations = _generations(_mapping(gens, "network.generations"))
+    from pipelines.nccl_collnet_params import collnet_spec  # CollNet / SHARP constants
+
     return NcclSpec(algorithm=str(net.get("algorithm") or "auto").lower(),
                     protocol=str(net.get("protocol") or "auto").lower(),
-                    generations=_generations(_mapping(gens, "network.generations")))
+                    generations=generations,
+                    collnet=collnet_spec(net.get("collnet", _file_mapping().get("collnet")), generations))
 
 
 def _generations(gens: dict) -> tuple:

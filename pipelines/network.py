@@ -72,6 +72,7 @@ GPU_CLUSTER_KEYS = {
     "oversubscription": "leaf down : up capacity (1 = non-blocking)",
     "nic_latency": "time: one NIC-to-NIC transfer through one leaf, ideal models",
     "spine_latency": "time added when a transfer goes leaf -> spine -> leaf, ideal models",
+    "sharp": "true: the leaf/spine switches reduce in the network (InfiniBand SHARP; network=nccl CollNet)",
 }
 # keys of the fabric group that pipelines read (the collective pipeline's ranks), in every family
 PIPELINE_KEYS = ("world", "group_size")
@@ -432,7 +433,18 @@ def _gpu_options(d: Mapping[str, Any]):
 
     return GpuFabricOptions(hop_latency_s=_time_key(d, "hop_latency", "0.81us"),
                             nic_latency_s=_time_key(d, "nic_latency", "2us"),
-                            spine_latency_s=_time_key(d, "spine_latency", "1us"))
+                            spine_latency_s=_time_key(d, "spine_latency", "1us"),
+                            sharp=_sharp(d.get("sharp")))
+
+
+def _sharp(value: Any) -> bool:
+    """``fabric.sharp`` (gpu_cluster only; nvswitch refuses the key): true / false, default false."""
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise SpecError(f"fabric.sharp={value!r} must be true or false (true: the scale-out switches reduce, "
+                        "InfiniBand SHARP)")
+    return value
 
 
 def _optional_count(d: Mapping[str, Any], key: str, low: int = 1) -> int | None:

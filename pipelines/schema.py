@@ -166,6 +166,7 @@ class NetworkSchema:
     algorithm: Optional[str] = None  # nccl: auto | ring | tree | nvls | nvls_tree | collnet_* (NCCL_ALGO)
     protocol: Optional[str] = None  # nccl: auto | ll | ll128 | simple (NCCL_PROTO)
     generations: Any = None  # nccl: fitted parameters per system generation (pipelines.nccl_params)
+    collnet: Any = None  # nccl: CollNet / SHARP constants per generation (pipelines.nccl_collnet_params)
 
 
 @schema("fabric")
@@ -209,6 +210,7 @@ class FabricSchema:
     oversubscription: Optional[float] = None
     nic_latency: Any = None
     spine_latency: Any = None
+    sharp: Optional[bool] = None  # gpu_cluster: the scale-out switches reduce (InfiniBand SHARP)
 
 
 # Which kind of number each numeric config field is (pipelines.units.KINDS has the rule of each

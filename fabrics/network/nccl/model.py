@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from fabrics.network.nccl import tuner
+from fabrics.network.nccl import collnet, tuner
 from fabrics.network.nccl.cost import Estimate, Links, Placement, p2p
 from fabrics.network.nccl.params import NcclSpec
 from fabrics.network.protocol import (CollectiveCall, Completion, DemandEntry, NetworkReport, check_in_demand,
@@ -41,6 +41,9 @@ class GpuSystem:
         self.nic_Bps = 0.0 if out is None else out.nics_per_node * out.nic_rate_Bps
         self.nodes_per_leaf = 1 if out is None else out.nodes_per_leaf
         self.oversubscription = 1.0 if out is None else out.oversubscription
+        # the scale-out switches reduce in the network (fabric.sharp: InfiniBand SHARP, CollNet)
+        self.sharp = bool(getattr(cluster.options, "sharp", False))
+        self.nics_per_node = 0 if out is None else out.nics_per_node
 
     def node_of(self, rank: int) -> int:
         return rank // self.gpus_per_node
@@ -68,7 +71,10 @@ class NcclNetwork:
         self.system = system
         self.spec = spec
         self.gen = spec.generation_for(system.accelerator)
-        tuner.check_forced(spec, nodes=system.nodes, nvls=system.nvls, fabric=system.name)
+        tuner.check_forced(spec, nodes=system.nodes, nvls=system.nvls, fabric=system.name,
+                           sharp=getattr(system, "sharp", False), generation=self.gen.name)
+        self.sharp = collnet.sharp_for(spec, self.gen, sharp=getattr(system, "sharp", False),
+                                       nics_per_node=getattr(system, "nics_per_node", 0))
         self._demand: tuple[DemandEntry, ...] = ()
         self._pending: list[Completion] = []
         self._prices: dict = {}
@@ -132,7 +138,7 @@ class NcclNetwork:
             proto = tuner.p2p_protocol(self.gen, per_peer, self.spec.protocol)
             return p2p(self.gen, links, proto, intra, inter)
         return tuner.choose(self.gen, links, place, collective, size_bytes,
-                            algorithm=self.spec.algorithm, protocol=self.spec.protocol)
+                            algorithm=self.spec.algorithm, protocol=self.spec.protocol, sharp=self.sharp)
 
     def _p2p_bytes(self, collective: str, group: Sequence[int], size_bytes: int, demand) -> tuple[float, float, float]:
         """(intra-node bytes, inter-node bytes, bytes per peer) of the busiest rank, sending or receiving."""

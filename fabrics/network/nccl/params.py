@@ -160,6 +160,9 @@ class NcclSpec:
     algorithm: str = "auto"  # auto | one of ALGORITHMS
     protocol: str = "auto"  # auto | one of PROTOCOLS
     generations: tuple[Generation, ...] = ()
+    # CollNet / SHARP constants per generation (fabrics.network.nccl.collnet.CollNetParams; used on
+    # fabric=gpu_cluster with fabric.sharp=true)
+    collnet: tuple = ()
 
     def __post_init__(self) -> None:
         if self.algorithm != "auto" and self.algorithm not in ALGORITHMS:

@@ -11,7 +11,7 @@ choice, as ``NCCL_ALGO="allreduce:tree"`` leaves the other functions to the tune
 from __future__ import annotations
 
 from collectives.errors import SpecError
-from fabrics.network.nccl import cost
+from fabrics.network.nccl import collnet, cost
 from fabrics.network.nccl.cost import Estimate, Links, Placement
 from fabrics.network.nccl.params import PROTOCOLS, SIMPLE_ONLY, Generation, NcclSpec
 
@@ -20,12 +20,13 @@ ORDER = ("tree", "ring", "nvls", "nvls_tree")
 P2P_COLLECTIVES = ("alltoall", "alltoallv", "sendrecv")
 
 
-def check_forced(spec: NcclSpec, *, nodes: int, nvls: bool, fabric: str) -> None:
+def check_forced(spec: NcclSpec, *, nodes: int, nvls: bool, fabric: str, sharp: bool = False,
+                 generation: str = "") -> None:
     """One line when the forced algorithm cannot run on this fabric at all."""
     algo = spec.algorithm
-    if algo.startswith("collnet"):
-        raise SpecError(f"network.algorithm={algo} needs in-network reduction in the scale-out switches "
-                        f"(CollNet/SHARP), which fabric={fabric} does not model; use ring, tree, nvls_tree or auto")
+    if algo.startswith("collnet"):  # CollNet / SHARP (collnet.py)
+        collnet.check_forced(algo, nodes=nodes, sharp=sharp, fabric=fabric, generation=generation,
+                             has_params=collnet.params_for(spec.collnet, generation) is not None)
     if algo in ("nvls", "nvls_tree") and not nvls:
         raise SpecError(f"network.algorithm={algo} needs NVLink SHARP (in-switch reduction) but the NVSwitches "
                         f"of fabric={fabric} have none (accelerator nvls: false); use ring or auto")
@@ -34,7 +35,8 @@ def check_forced(spec: NcclSpec, *, nodes: int, nvls: bool, fabric: str) -> None
                         "use ring, nvls or auto (or fabric=gpu_cluster with nodes >= 2)")
 
 
-def candidates(gen: Generation, links: Links, place: Placement, collective: str) -> list[tuple[str, str]]:
+def candidates(gen: Generation, links: Links, place: Placement, collective: str,
+               sharp: collnet.Sharp | None = None) -> list[tuple[str, str]]:
     """(algorithm, protocol) pairs NCCL would consider for this call (tuning.cc's enable rules)."""
     m, n = place.nodes, place.ranks
     rows = ["ring"]
@@ -53,13 +55,13 @@ def candidates(gen: Generation, links: Links, place: Placement, collective: str)
         for proto in (("simple",) if row in SIMPLE_ONLY else PROTOCOLS):
             if all(gen.has(t, row, proto) for t in transports if t != links.intra_transport or place.per_node > 1):
                 out.append((row, proto))
-    return out
+    return collnet.with_sharp(out, sharp, links, place, collective)  # CollNet / NVLS over SHARP
 
 
 def choose(gen: Generation, links: Links, place: Placement, collective: str, size_bytes: int, *,
-           algorithm: str = "auto", protocol: str = "auto") -> Estimate:
+           algorithm: str = "auto", protocol: str = "auto", sharp: collnet.Sharp | None = None) -> Estimate:
     """The estimate NCCL's tuner would run: the least predicted time among the allowed pairs."""
-    pairs = candidates(gen, links, place, collective)
+    pairs = candidates(gen, links, place, collective, sharp)
     if algorithm != "auto":
         pairs = [p for p in pairs if p[0] == algorithm] or pairs
     if protocol != "auto":
@@ -69,7 +71,7 @@ def choose(gen: Generation, links: Links, place: Placement, collective: str, siz
                         f"{place.ranks} ranks over {place.nodes} node(s); add its rows to conf/network/nccl.yaml")
     best: Estimate | None = None
     for row, proto in pairs:
-        est = cost.COLLECTIVE_ALGORITHMS[row](gen, links, place, collective, proto, size_bytes)
+        est = collnet.cost_of(row, place, sharp)(gen, links, place, collective, proto, size_bytes)
         if best is None or est.time_s < best.time_s:
             best = est
     assert best is not None
