@@ -368,14 +368,17 @@ def fabric_task(cfg):
     from fabrics.network.analytical import FabricAnalytical
 
     network = build_network(fcfg, accel, world)
+    nccl_columns = gpu or network_name(fcfg) == "nccl"  # nccl-tests' columns (PCIe: network=nccl)
     sweep, tables, reports, timing_rows = [], [], [], []
     for size in sizes:
         if sweep and not isinstance(network, FabricAnalytical):  # a simulator reports per run: a fresh one per size
             network = build_network(fcfg, accel, world)
         row, table, report = _price_one(network, collective, groups, world, size)
-        if gpu:
+        if nccl_columns:
             row.update(nccl_tests_row(collective, len(groups[0]), size, row["completion_s"], row["schedule"],
                                       network_name(fcfg)))
+            if not gpu:  # the NCCL transports the call crossed (P2P, SHM, NET)
+                row["transport"] = dict(report.details or {}).get("transports", {}).get("collective/group/" + collective)
         details = dict(report.details or {})
         if "events" in details:
             row["events"] = details["events"]
@@ -391,8 +394,12 @@ def fabric_task(cfg):
         "size_bytes": row["size_bytes"], "completion_s": row["completion_s"], "schedule": row["schedule"],
         "schedules": table, "sweep": sweep,
     }
-    if gpu:
-        results.update({"accelerator": accel.name, **{k: row[k] for k in NCCL_TESTS_KEYS}})
+    if nccl_columns:
+        results.update({k: row[k] for k in NCCL_TESTS_KEYS})
+        if gpu:
+            results["accelerator"] = accel.name
+        else:
+            results.update({"platform": dict(report.details or {}).get("platform"), "transport": row["transport"]})
     if report.plan_summary is not None:
         results["plan"] = dict(report.plan_summary)
     timings = {}
@@ -404,13 +411,13 @@ def fabric_task(cfg):
     power = fabric_power(fcfg, accel, world)
     if power is not None:
         results["system_power_W"] = power["system_power_W"]
-    print(format_gpu_table(results) if gpu else format_fabric_table(results))
+    print(format_gpu_table(results) if nccl_columns else format_fabric_table(results))
     artifacts = {"plan.json": report.plan_json} if report.plan_json is not None else {}
     if timings:
         artifacts["timings.json"] = timings
     if len(sizes) > 1:
         artifacts["completion_time.png"] = plot_fabric_sweep(results)
-        if gpu:
+        if nccl_columns:
             artifacts["busbw.png"] = plot_busbw(results)
     return results, artifacts
 
@@ -432,10 +439,12 @@ def _gpu_accelerator(cfg):
 def format_gpu_table(results) -> str:
     """nccl-tests' columns: size, time, algbw, busbw (GB/s), and the algorithm/protocol chosen."""
     lines = [f"{results['collective']} on {results['fabric']} ({results['network']}), {results['groups']} x "
-             f"{results['group_size']} {results['accelerator']} GPUs of {results['world']}",
+             f"{results['group_size']} {results.get('accelerator') or results.get('platform')} GPUs of {results['world']}",
              f"  {'size (B)':>14} {'time (us)':>12} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}  choice"]
     for row in results["sweep"]:
         choice = (f"{row['algorithm']}/{row['protocol']}" if row["algorithm"] is not None else row["schedule"])
+        if row.get("transport"):
+            choice += f" ({row['transport']})"
         algbw, busbw = (row[k] / 1e9 if row[k] is not None else 0.0 for k in ("algbw_Bps", "busbw_Bps"))
         lines.append(f"  {row['size']:>14} {row['completion_s'] * 1e6:>12.2f} {algbw:>13.2f} {busbw:>13.2f}  {choice}")
     return "\n".join(lines)
@@ -453,7 +462,8 @@ def plot_busbw(results) -> bytes:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("size (bytes, as nccl-tests counts them)")
     ax.set_ylabel("busbw (GB/s)")
-    ax.set_title(f"{results['collective']} on {results['fabric']}: {results['group_size']} x {results['accelerator']}")
+    ax.set_title(f"{results['collective']} on {results['fabric']}: {results['group_size']} x "
+                 f"{results.get('accelerator') or results.get('platform')}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     return png_bytes(fig, dpi=110)

@@ -247,13 +247,14 @@ class PcieNetwork:
         return hit
 
 
-    def use_nccl(self, gen) -> None:
-        """Price calls with the NCCL-like model of ``gen`` (a ``Generation``) from now on."""
+    def use_nccl(self, gen, protocol: str = "auto") -> None:
+        """Price calls with the NCCL-like model of ``gen`` (a ``Generation``) from now on
+        (``protocol``: NCCL_PROTO, network=nccl's ``network.protocol``)."""
         from fabrics.network.nccl.pcie import PcieNccl
 
         cpus = {v for v, kind in self.cluster.server.vertices.items() if kind == "cpu"}
-        self.nccl = PcieNccl(gen, self.topology, self.capacity, overhead_s=self.params.activation_overhead_s,
-                             cpus=cpus)
+        self.nccl = PcieNccl(gen, self.topology, self.capacity, protocol=protocol,
+                             overhead_s=self.params.activation_overhead_s, cpus=cpus)
         self._native_cache.clear()
 
     def nccl_estimate(self, call: CollectiveCall):

@@ -10,6 +10,7 @@ the entry does not declare is refused with one line before anything runs. Adding
 | analytical | Hockney phases, bottleneck capacity (Section 5.4)  | --                                    | ideal: Eq. 1 per NVSwitch domain, NICs   |
 | flow       | the same schedules, max-min sharing of capacities  | max-min over PCIe/NIC/leaf resources  | --                                       |
 | simlette   | flit-level simulation on SimPy (Section 5)         | --                                    | --                                       |
+| nccl       | --                                                 | NCCL's ring / pairwise on the flow evaluator, NCCL latency | ring, tree, NVLS, CollNet x protocols |
 """
 
 from __future__ import annotations
@@ -126,10 +127,15 @@ def _simlette(cluster: ClusterSpec, spec, world: int, topology=None) -> NetworkM
     return build_simlette(cluster, spec, world=world, topology=topology)
 
 
-@register_network_model("nccl", families=(GPU,),
+@register_network_model("nccl", families=(GPU, PCIE),
                         summary="NCCL-like algorithm x protocol cost model (ring, tree, NVLS; LL, LL128, Simple)")
 def _nccl(cluster: ClusterSpec, spec, world: int, topology=None) -> NetworkModel:
     from fabrics.network.nccl.model import build_nccl
+
+    if cluster.family == PCIE:  # the PCIe NCCL baseline's pricing (fabrics/network/nccl/pcie_network.py)
+        from fabrics.network.nccl.pcie_network import build_pcie_nccl
+
+        return build_pcie_nccl(cluster, spec, world)
 
     return build_nccl(cluster, spec, world)
 

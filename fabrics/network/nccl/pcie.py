@@ -77,6 +77,19 @@ class PcieNccl:
     def transport(self, i: int, j: int) -> str:
         return lane_transport(nccl_path_type(self.topology.nearest(i, j), self.cpus), self.p2p_level)
 
+    def transports(self, collective: str, groups, demand=None) -> str:
+        """The NCCL transports a call crosses, nearest first ("shm", "pci_rc+net"): its groups' ring
+        edges (ring collectives) or the pairs it sends between (point-to-point)."""
+        if collective in RING_COLLECTIVES:
+            pairs = {(g[k], g[(k + 1) % len(g)]) for g in groups if len(g) > 1 for k in range(len(g))}
+        elif demand is not None:
+            g = groups[0]
+            pairs = {(g[a], g[b]) for a, b in zip(*np.nonzero(np.asarray(demand))) if a != b}
+        else:
+            pairs = {(i, j) for g in groups for i in g for j in g if i != j}
+        used = {self.transport(i, j) for i, j in pairs}
+        return "+".join(sorted(used, key=_LATENCY_ORDER.index))
+
     def _lane(self, i: int, j: int, nbytes: float, row: str, proto: str, **kw) -> Lane:
         eff = self.gen.eff(self.transport(i, j), row, proto)
         return Lane(src=i, dst=j, path=self.topology.nearest(i, j), bytes=max(1, int(round(nbytes / eff))), **kw)
