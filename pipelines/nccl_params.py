@@ -141,8 +141,6 @@ def nccl_spec(network_mapping: Any):
     if gens is None:
         gens = _file_mapping()["generations"]
     generations = _generations(_mapping(gens, "network.generations"))
-    from pipelines.nccl_collnet_params import collnet_spec  # CollNet / SHARP constants
-
     return NcclSpec(algorithm=str(net.get("algorithm") or "auto").lower(),
                     protocol=str(net.get("protocol") or "auto").lower(),
                     generations=generations,
@@ -162,4 +160,45 @@ def _generations(gens: dict) -> tuple:
     return hit
 
 
-__all__ = ["nccl_spec", "generation_spec", "default_mapping", "clear_caches", "PARAMS_FILE"]
+# --- CollNet / SHARP constants (``network.collnet``; fabrics/network/nccl/collnet.py) -------------
+
+COLLNET_KEYS = ("max_local_ranks", "base_latency", "intra_hop_latency",
+                "net_hop_latency", "arity_latency", "nvlink_factor", "net_efficiency", "allgather_reducescatter")
+COLLNET_TIME_TABLES = ("base_latency", "intra_hop_latency", "net_hop_latency")
+
+
+def collnet_generation(name: str, d: Any):
+    from fabrics.network.nccl.collnet import CollNetParams
+
+    where = f"network.collnet.{name}"
+    d = _mapping(d, where)
+    extra = sorted(set(d) - set(COLLNET_KEYS))
+    if extra:
+        raise SpecError(f"{where}.{extra[0]} is not a known key; known keys: {', '.join(COLLNET_KEYS)}")
+    missing = [k for k in COLLNET_KEYS if k not in d and k != "allgather_reducescatter"]
+    if missing:
+        raise SpecError(f"{where}.{missing[0]} is missing (see conf/network/nccl.yaml collnet)")
+    kw: dict = {"max_local_ranks": d["max_local_ranks"]}
+    for key in COLLNET_TIME_TABLES:
+        kw[key + "_s"] = {r: _time(v, f"{where}.{key}.{r}") for r, v in _mapping(d[key], f"{where}.{key}").items()}
+    for key in ("nvlink_factor", "net_efficiency"):
+        kw[key] = {r: _number(v, f"{where}.{key}.{r}") for r, v in _mapping(d[key], f"{where}.{key}").items()}
+    kw["arity_latency_s"] = _time(d["arity_latency"], f"{where}.arity_latency")
+    if "allgather_reducescatter" in d:
+        kw["allgather_reducescatter"] = d["allgather_reducescatter"]
+    return CollNetParams(generation=name, **kw)
+
+
+def collnet_spec(value: Any, generations: tuple) -> tuple:
+    """Every generation's ``CollNetParams``; a block naming no known generation is refused."""
+    if value is None:
+        return ()
+    blocks = _mapping(value, "network.collnet")
+    known = {g.name for g in generations}
+    for name in blocks:
+        if name not in known:
+            raise SpecError(f"network.collnet.{name} names no generation; use one of: {', '.join(sorted(known))}")
+    return tuple(collnet_generation(name, d) for name, d in blocks.items())
+
+
+__all__ = ["nccl_spec", "generation_spec", "collnet_spec", "default_mapping", "clear_caches", "PARAMS_FILE"]

@@ -166,7 +166,7 @@ class NetworkSchema:
     algorithm: Optional[str] = None  # nccl: auto | ring | tree | nvls | nvls_tree | collnet_* (NCCL_ALGO)
     protocol: Optional[str] = None  # nccl: auto | ll | ll128 | simple (NCCL_PROTO)
     generations: Any = None  # nccl: fitted parameters per system generation (pipelines.nccl_params)
-    collnet: Any = None  # nccl: CollNet / SHARP constants per generation (pipelines.nccl_collnet_params)
+    collnet: Any = None  # nccl: CollNet / SHARP constants per generation (pipelines.nccl_params.collnet_spec)
 
 
 @schema("fabric")

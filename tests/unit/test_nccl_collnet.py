@@ -17,7 +17,7 @@ from fabrics.network.protocol import CollectiveCall
 from fabrics.network.registry import build_network_model
 from fabrics.nvswitch import NvSwitchDomain
 from fabrics.spec import ClusterSpec, ScaleOutSpec
-from pipelines.nccl_collnet_params import collnet_spec
+from pipelines.nccl_params import collnet_spec
 from pipelines.nccl_params import default_mapping, nccl_spec
 
 SPEC = nccl_spec(default_mapping())
