@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from collectives.errors import SpecError
 from pipelines.app import gx_main
 from pipelines.budgets import preflight
 from pipelines.network import build_network, config_get as _get, network_name, scheduler_choice
@@ -84,6 +85,9 @@ def _experiment(cfg: Any) -> dict:
     compare = [str(s) for s in (plain(_get(cfg, "compare", [])) or [])]
     if not compare:
         compare = [scheduler_choice(cfg)[0]]
+    if network_name(cfg) == "nccl" and set(compare) != {"nccl"}:  # NCCL has one AlltoAllv: its own
+        raise SpecError(f"compare={compare} needs AlltoAllv schedulers but network=nccl runs NCCL's own "
+                        "(pairwise grouped sends) only; use network=auto (the flow model) to compare schedulers")
     rows = []
     for pt in points:
         pt = dict(pt)

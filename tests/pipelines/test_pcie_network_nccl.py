@@ -100,3 +100,10 @@ def test_decode_on_pcie_with_network_nccl_is_the_nccl_baseline():
     assert nccl["network"] == "nccl" and baseline["network"] == "flow"
     assert nccl["decode_step_s"] == baseline["decode_step_s"]
     assert nccl["collective_time_s"] == baseline["collective_time_s"]
+
+
+def test_prefill_scheduler_comparison_under_network_nccl_is_one_line():
+    """NCCL runs one AlltoAllv (its pairwise grouped sends): comparing schedulers needs the flow model."""
+    with pytest.raises(SpecError) as e:
+        run_task("prefill", "experiment=qwen3_prefill_pcie", "network=nccl", "model.layers=1")
+    assert "network=nccl runs NCCL's own" in str(e.value) and "\n" not in str(e.value)

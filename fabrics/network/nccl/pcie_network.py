@@ -49,9 +49,10 @@ class PcieNcclNetwork(PcieNetwork):
     def report(self) -> NetworkReport:
         flow = super().report()
         rows = schedules_by_row(self.schedules_used)
-        details = {**{k: v for k, v in dict(flow.details or {}).items() if k != "nccl"},
-                   "choices": rows, "generation": self.nccl.gen.name, "p2p_level": self.nccl.p2p_level,
-                   "transports": schedules_by_row(self.transports_used)}
+        transports = schedules_by_row(self.transports_used)
+        details = dict(flow.details or {})  # its "nccl" entry too, read as the PCIe baseline's
+        details.update(choices=rows, generation=self.nccl.gen.name, p2p_level=self.nccl.p2p_level,
+                       transports=transports)
         return NetworkReport(model=self.name, schedules=rows, details=details)
 
 
