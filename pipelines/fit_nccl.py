@@ -45,8 +45,9 @@ FITTED = (
     (("hop_latency", "nvlink", "nvls", "simple"), 25e-6, (1e-6, 100e-6)),
     (("efficiency", "nvlink", "nvls", "simple"), 0.7, (0.3, 1.0)),
     (("nvls_overlap_chunks",), 1.0, (1.0, 16.0)),  # NCCL keeps NCCL_STEPS = 8 chunk slots per channel
+    (("nvls_channel_Bps",), 10e9, (1e9, 200e9)),   # one NVLS channel (one SM's thread block)
 )
-SCALARS = ("nvls_overlap_chunks",)  # Generation fields fitted as a whole
+SCALARS = ("nvls_overlap_chunks", "nvls_channel_Bps")  # Generation fields fitted as a whole
 # value written from a fitted one: path -> (source path, factor)
 TIED = {
     ("efficiency", "nvlink", "ring", "ll128"): (("efficiency", "nvlink", "ring", "simple"), 0.92),  # tuning.cc LL128 * .92
@@ -75,6 +76,7 @@ class Row:
     choice: str | None = None  # choice rows: "ring/ll", or an algorithm alone
     ran: str | None = None  # what NCCL ran for this row where the set says it ("nvls/simple", "ring")
     fit: bool = True
+    nccl_version: str = "default"  # the NCCL release the table was measured with
 
 
 def load_rows(path: Path = MEASUREMENTS) -> list[Row]:
@@ -101,7 +103,8 @@ def load_rows(path: Path = MEASUREMENTS) -> list[Row]:
             rows.append(Row(table=t["id"], accelerator=t["accelerator"], gpus=gpus, collective=t["collective"],
                             algorithm=t["algorithm"], nvls=bool(t["nvls"]), size_bytes=size, time_s=time_s,
                             choice=choice, ran=ran_by_key.get(key, t.get("ran")) if time_s is not None else None,
-                            fit=bool(t.get("fit", True)) and time_s is not None))
+                            fit=bool(t.get("fit", True)) and time_s is not None,
+                            nccl_version=str(t.get("nccl_version", "default"))))
     return rows
 
 
@@ -137,6 +140,17 @@ def predict(gen, row: Row, links_place=None, *, as_ran: bool = False):
     return choose(gen, links, place, row.collective, row.size_bytes, algorithm=algorithm, protocol=protocol)
 
 
+def at_version(spec, gen, row: Row):
+    """``gen`` priced at the NCCL release the row was measured with (each table at its own release)."""
+    from dataclasses import replace
+
+    version = spec.versions.get(row.nccl_version)
+    if version is None:
+        raise SpecError(f"{row.table}: nccl_version={row.nccl_version!r} is not in conf/network/nccl.yaml versions; "
+                        f"known: {', '.join(spec.versions)}")
+    return gen if gen.version == version else replace(gen, version=version)
+
+
 def _as_ran_pairs(gen, row: Row, links, place) -> list[tuple[str, str]]:
     """The (algorithm, protocol) pairs the fit prices a row with (fixed while parameters move)."""
     from fabrics.network.nccl.tuner import candidates
@@ -169,7 +183,7 @@ class FitResult:
     gen: object  # the fitted Generation
 
 
-def fit_generation(gen, rows: list[Row]) -> FitResult:
+def fit_generation(gen, rows: list[Row], spec=None) -> FitResult:
     """Bounded least squares on log(predicted / measured) over ``rows``, once per channel count."""
     from scipy.optimize import least_squares
 
@@ -181,6 +195,7 @@ def fit_generation(gen, rows: list[Row]) -> FitResult:
     cached = [links_for(r) for r in fit_rows]
     pairs = [_as_ran_pairs(gen, r, *lp) for r, lp in zip(fit_rows, cached)]
     measured = np.log([r.time_s for r in fit_rows])
+    spec = nccl_spec(default_mapping()) if spec is None else spec
     # the tuner's min() makes the cost piecewise smooth: start from NCCL's constants and from the
     # geometric middle of the bounds, keep the better end point (deterministic)
     starts = (np.ones_like(x0), np.sqrt(lo * hi) / scale)
@@ -189,7 +204,14 @@ def fit_generation(gen, rows: list[Row]) -> FitResult:
         def residuals(z, channels=channels):
             g = with_values(gen, {p: float(v) for (p, _, _), v in zip(FITTED, z * scale)}, TIED, scalars=SCALARS,
                             ring_channels=channels)
-            return np.log([best_time(g, r, lp, pr) for r, lp, pr in zip(fit_rows, cached, pairs)]) - measured
+            per_version: dict = {}
+            times = []
+            for r, lp, pr in zip(fit_rows, cached, pairs):
+                gv = per_version.get(r.nccl_version)
+                if gv is None:
+                    gv = per_version[r.nccl_version] = at_version(spec, g, r)
+                times.append(best_time(gv, r, lp, pr))
+            return np.log(times) - measured
 
         for start in starts:
             sol = least_squares(residuals, start, bounds=(lo / scale, hi / scale), method="trf",
@@ -213,7 +235,7 @@ def fit_all(rows: list[Row] | None = None, spec=None) -> dict[str, FitResult]:
         g = spec.generation_for(r.accelerator)
         gens[g.name] = g
         by_gen.setdefault(g.name, []).append(r)
-    return {name: fit_generation(gens[name], rs) for name, rs in by_gen.items()}
+    return {name: fit_generation(gens[name], rs, spec) for name, rs in by_gen.items()}
 
 
 # -- writing the YAML ------------------------------------------------------------------------------
@@ -272,8 +294,8 @@ def residual_rows(spec=None, rows: list[Row] | None = None) -> list[dict]:
     spec = nccl_spec(default_mapping()) if spec is None else spec
     out = []
     for r in rows:
-        est = predict(spec.generation_for(r.accelerator), r)
-        entry = {"table": r.table, "gpus": r.gpus, "size_bytes": r.size_bytes, "collective": r.collective,
+        est = predict(at_version(spec, spec.generation_for(r.accelerator), r), r)
+        entry = {"table": r.table, "nccl_version": r.nccl_version, "gpus": r.gpus, "size_bytes": r.size_bytes, "collective": r.collective,
                  "choice": est.schedule, "predicted_s": est.time_s}
         if r.time_s is not None:
             entry.update(measured_s=r.time_s, error=est.time_s / r.time_s - 1.0)

@@ -61,4 +61,6 @@ def format_value(table: str, value) -> str:
         return f"{value * 1e6:.4g}us"
     if table == "channels":
         return str(int(value))
+    if table.endswith("_Bps"):
+        return f"{value:.4e}"
     return f"{value:.4g}"

@@ -16,8 +16,9 @@ from pipelines.specs import plain
 from pipelines.units import parse_time
 
 PARAMS_FILE = Path(__file__).resolve().parent.parent / "conf" / "network" / "nccl.yaml"
-TOP_KEYS = ("name", "algorithm", "protocol", "generations")
-GENERATION_KEYS = ("accelerators", "channels", "protocols", "nvls_chunk_bytes", "nvls_overlap_chunks",
+TOP_KEYS = ("name", "algorithm", "protocol", "nccl_version", "versions", "generations")
+VERSION_KEYS = ("nvls_partition", "nvls_align_bytes")
+GENERATION_KEYS = ("accelerators", "channels", "protocols", "nvls_chunk_bytes", "nvls_overlap_chunks", "nvls_channel_Bps",
                    "p2p_ll_threshold_bytes", "p2p_level",
                    "base_latency", "hop_latency", "efficiency")
 
@@ -114,8 +115,9 @@ def generation_spec(name: str, d: Mapping[str, Any]):
             kw[key] = _whole(d[key], f"{where}.{key}")
     if "p2p_level" in d:
         kw["p2p_level"] = str(d["p2p_level"]).lower()
-    if "nvls_overlap_chunks" in d:
-        kw["nvls_overlap_chunks"] = _number(d["nvls_overlap_chunks"], f"{where}.nvls_overlap_chunks")
+    for key in ("nvls_overlap_chunks", "nvls_channel_Bps"):
+        if key in d:
+            kw[key] = _number(d[key], f"{where}.{key}")
     return Generation(
         name=name, accelerators=tuple(accs),
         channels={k: _whole(v, f"{where}.channels.{k}") for k, v in _mapping(d["channels"], f"{where}.channels").items()},
@@ -140,22 +142,49 @@ def nccl_spec(network_mapping: Any):
     gens = net.get("generations")
     if gens is None:
         gens = _file_mapping()["generations"]
+    versions = versions_spec(net["versions"] if "versions" in net else _file_mapping().get("versions", {}))
+    version = str(net.get("nccl_version") or _file_mapping().get("nccl_version") or "default")
+    if versions and version not in versions:
+        raise SpecError(f"network.nccl_version={version!r} is not a known NCCL release; choose one of: "
+                        f"{', '.join(versions)} (conf/network/nccl.yaml versions)")
     return NcclSpec(algorithm=str(net.get("algorithm") or "auto").lower(),
                     protocol=str(net.get("protocol") or "auto").lower(),
-                    generations=_generations(_mapping(gens, "network.generations")))
+                    nccl_version=version, versions=versions,
+                    generations=_generations(_mapping(gens, "network.generations"), versions.get(version)))
 
 
-def _generations(gens: dict) -> tuple:
+def versions_spec(value: Any) -> dict:
+    """The ``versions`` table: NCCL release -> ``NcclVersion`` (what that release does differently)."""
+    from fabrics.network.nccl.params import NcclVersion
+
+    out = {}
+    for name, d in _mapping(value, "network.versions").items():
+        where = f"network.versions.{name}"
+        d = _mapping(d, where)
+        _unknown(d, VERSION_KEYS, where)
+        kw = {}
+        if "nvls_partition" in d:
+            kw["nvls_partition"] = str(d["nvls_partition"]).lower()
+        if "nvls_align_bytes" in d:
+            kw["nvls_align_bytes"] = _whole(d["nvls_align_bytes"], f"{where}.nvls_align_bytes")
+        out[name] = NcclVersion(name=name, **kw)
+    return out
+
+
+def _generations(gens: dict, version=None) -> tuple:
     import json
+    from dataclasses import replace
 
-    key = json.dumps(gens, sort_keys=True, default=repr)
+    key = json.dumps([gens, None if version is None else repr(version)], sort_keys=True, default=repr)
     hit = _GENERATIONS_CACHE.get(key)
     if hit is None:
         hit = tuple(generation_spec(name, g) for name, g in gens.items())
+        if version is not None:
+            hit = tuple(replace(g, version=version) for g in hit)
         if len(_GENERATIONS_CACHE) >= _CACHE_KEEP:
             _GENERATIONS_CACHE.clear()
         _GENERATIONS_CACHE[key] = hit
     return hit
 
 
-__all__ = ["nccl_spec", "generation_spec", "default_mapping", "clear_caches", "PARAMS_FILE"]
+__all__ = ["nccl_spec", "generation_spec", "versions_spec", "default_mapping", "clear_caches", "PARAMS_FILE"]
