@@ -23,17 +23,23 @@ SPEC = nccl_spec(default_mapping())  # the committed parameters, as a user's run
 
 
 @lru_cache(maxsize=None)
-def model(accelerator: str, gpus: int, nvls: bool, algorithm: str):
+def spec_at(version: str):
+    """The committed parameters at one NCCL release (``network.nccl_version=...``, as a user sets it)."""
+    return nccl_spec({**default_mapping(), "nccl_version": version})
+
+
+@lru_cache(maxsize=None)
+def model(accelerator: str, gpus: int, nvls: bool, algorithm: str, version: str):
     acc = yaml.safe_load((fit_nccl.ACCELERATORS / f"{accelerator}.yaml").read_text())
     node = NvSwitchDomain(name=accelerator, gpus=gpus, max_gpus=acc["nvlink_domain_max"], nvlink_ports=acc["nvlink_ports"],
                           nvlink_rate_Bps=acc["nvlink_rate_Bps"], nvls=nvls)
     cluster = ClusterSpec(name="nvswitch", nodes=1, node=node)
-    return build_network_model("nccl", cluster, replace(SPEC, algorithm=algorithm), gpus)
+    return build_network_model("nccl", cluster, replace(spec_at(version), algorithm=algorithm), gpus)
 
 
 def run(row: fit_nccl.Row, *, algorithm: str | None = None):
-    """(time_s, schedule) of one row through the NetworkModel protocol."""
-    m = model(row.accelerator, row.gpus, row.nvls, algorithm or row.algorithm)
+    """(time_s, schedule) of one row through the NetworkModel protocol, at the row's NCCL release."""
+    m = model(row.accelerator, row.gpus, row.nvls, algorithm or row.algorithm, row.nccl_version)
     demand = (DemandEntry(region="r", axis="tp", collective=row.collective, groups=1, ranks=row.gpus, calls_per_step=1,
                           payload_bytes=row.size_bytes),)
     m.prepare(demand, row.gpus)
@@ -61,7 +67,7 @@ def test_fit_reproduces_committed_parameters():
     written; a last-digit tolerance for floating-point differences between machines)."""
     committed = yaml.safe_load(PARAMS_FILE.read_text())["generations"]
     written = fit_nccl.written_values(fit_nccl.fit_all())
-    assert len(written) == 2 * 16
+    assert len(written) == 2 * 17
     for key, text in written.items():
         node = committed
         for part in key:
@@ -79,21 +85,26 @@ def test_h200_default_choice_within_20_percent_from_32k_to_16g():
     assert not bad
 
 
-# H100 (NCCL 2.18.5) and H200 (NCCL 2.20.5) NVLS tables disagree by ~35 % at 64-512 KiB on the same
-# NVLink4 / NVSwitch hardware (42 vs 31 us); one parameter set per hardware generation lands in the
-# middle. These rows are the documented misses (docs/nccl.md); they must stay within 25 %.
-NVLS_FORCED_MISSES = {("h100_nvls_forced", 8, 64 * KiB), ("h100_nvls_forced", 8, 128 * KiB),
-                      ("h100_nvls_forced", 8, 256 * KiB)}
-
-
 @pytest.mark.parametrize("table", ["h100_nvls_forced", "h200_nvls_forced"])
 def test_nvls_forced_within_20_percent_from_32k(table):
+    """H100 (NCCL 2.18.5) and H200 (2.20.5) on the same NVLink4 / NVSwitch hardware, each at its own
+    release: one hardware parameter set, the releases' NVLS channel partitions (docs/nccl.md)."""
     rows = timed(table, low=32 * KiB)
     assert len(rows) == 19
     errs = errors(rows)
     assert all(run(r)[1] == "nvls/simple" for r in rows)
-    assert {k for k, e in errs.items() if abs(e) > 0.20} <= NVLS_FORCED_MISSES
-    assert all(abs(errs[k]) <= 0.25 for k in errs if k in NVLS_FORCED_MISSES)
+    assert not {k: e for k, e in errs.items() if abs(e) > 0.20}
+
+
+def test_nvls_partition_explains_the_h100_plateau():
+    """At 64 KiB NCCL 2.18.5 puts the whole message on one NVLS channel and 2.20.5 spreads it over 16:
+    the same hardware parameters price 2.18.5 slower there and equal at 8 GiB."""
+    row = next(r for r in timed("h100_nvls_forced") if r.size_bytes == 64 * KiB)
+    t_old = run(row)[0]
+    t_new = run(replace(row, nccl_version="2.20.5"))[0]
+    assert t_old > 1.05 * t_new
+    big = next(r for r in timed("h100_nvls_forced") if r.size_bytes == 8 * GiB)
+    assert run(big)[0] == pytest.approx(run(replace(big, nccl_version="2.20.5"))[0], rel=1e-3)
 
 
 def test_busbw_8_to_16_gib_within_10_percent():
@@ -106,7 +117,7 @@ def test_busbw_8_to_16_gib_within_10_percent():
 
 def test_gpu_count_scaling_within_10_percent():
     """NVLS's gain over ring grows with the GPU count (its bytes per GPU are S(n+1)/n against ring's
-    2S(n-1)/n); at 4 GPUs the two tie ('4: 363.3 / 363.3 (ring chosen)': within 2 % here, so which one
+    2S(n-1)/n); at 4 GPUs the two tie ('4: 363.3 / 363.3 (ring chosen)': within 3 % here, so which one
     the tuner takes is a coin toss the model does not claim to call)."""
     rows = timed("h200_8g_by_gpus_nvls") + timed("h200_8g_by_gpus_nvls_off")
     assert len(rows) == 10
@@ -117,7 +128,7 @@ def test_gpu_count_scaling_within_10_percent():
             continue
         t_ring, t_nvls = run(r, algorithm="ring")[0], run(r, algorithm="nvls")[0]
         if r.gpus == 4:
-            assert abs(t_nvls / t_ring - 1) < 0.02
+            assert abs(t_nvls / t_ring - 1) < 0.03
         else:
             assert t_nvls < 0.95 * t_ring and run(r)[1] == "nvls/simple"
 
@@ -129,15 +140,19 @@ def test_gb300_nvl72_within_25_percent():
     assert not bad
 
 
+# sizes where the model's least-time choice is not NCCL's (docs/nccl.md "The default choice")
+CHOICE_MISSES = {2 * MiB, 16 * MiB}
+
+
 def test_nccl_debug_choice_statement():
-    """'Ring/LL up to 1 MiB, NVLS/Simple from 2 MiB': met up to 1 MiB and from 32 MiB. Between, the model
-    prefers ring (LL at 2 MiB, LL128 at 8-16 MiB): NCCL's choice is within 20 % (the time tolerance) of the
-    model's own pick there (docs/nccl.md: NVLS's pipeline fill, LL128 uncalibrated)."""
+    """'Ring/LL up to 1 MiB, NVLS/Simple from 2 MiB': met at 18 of 20 sizes. At 2 MiB the model prefers
+    ring/LL, at 16 MiB ring/LL128: NCCL's choice is within 20 % (the time tolerance) of the model's own
+    pick there (NCCL chooses with its own tuning table, docs/nccl.md)."""
     choices = [r for r in ROWS if r.table == "h200_choice"]
     assert len(choices) == 20
     for r in choices:
         t_model, schedule = run(r)
-        if r.size_bytes <= 1 * MiB or r.size_bytes >= 32 * MiB:
+        if r.size_bytes not in CHOICE_MISSES:
             assert schedule == r.choice, (r.size_bytes, schedule)
         else:
             algo = r.choice.partition("/")[0]
