@@ -166,6 +166,8 @@ class NetworkSchema:
     algorithm: Optional[str] = None  # nccl: auto | ring | tree | nvls | nvls_tree | collnet_* (NCCL_ALGO)
     protocol: Optional[str] = None  # nccl: auto | ll | ll128 | simple (NCCL_PROTO)
     generations: Any = None  # nccl: fitted parameters per system generation (pipelines.nccl_params)
+    nccl_version: Any = None  # nccl: the NCCL release priced (a key of versions; default the newest measured)
+    versions: Any = None  # nccl: what each NCCL release does differently (conf/network/nccl.yaml)
 
 
 @schema("fabric")
