@@ -46,8 +46,11 @@ FITTED = (
     (("efficiency", "nvlink", "nvls", "simple"), 0.7, (0.3, 1.0)),
     (("nvls_overlap_chunks",), 1.0, (1.0, 16.0)),  # NCCL keeps NCCL_STEPS = 8 chunk slots per channel
     (("nvls_channel_Bps",), 10e9, (1e9, 200e9)),   # one NVLS channel (one SM's thread block)
+    (("nvls_rank_latency",), 0.5e-6, (0.0, 5e-6)),  # per GPU (head) of the NVLS domain
 )
-SCALARS = ("nvls_overlap_chunks", "nvls_channel_Bps")  # Generation fields fitted as a whole
+SCALARS = ("nvls_overlap_chunks", "nvls_channel_Bps", "nvls_rank_latency")  # Generation fields fitted whole
+# parameters a generation's rows do not identify, kept at the YAML's value (reason in the YAML comment)
+NOT_IDENTIFIED = {"hopper_hgx": {("nvls_rank_latency",)}}
 # value written from a fitted one: path -> (source path, factor)
 TIED = {
     ("efficiency", "nvlink", "ring", "ll128"): (("efficiency", "nvlink", "ring", "simple"), 0.92),  # tuning.cc LL128 * .92
@@ -123,7 +126,7 @@ def links_for(row: Row):
                           nvlink_ports=int(acc["nvlink_ports"]), nvlink_rate_Bps=float(acc["nvlink_rate_Bps"]),
                           nvls=row.nvls and bool(acc.get("nvls")))
     links = Links(intra_transport="nvlink", intra_Bps=node.nvlink_bandwidth_Bps, inter_Bps=0.0, gpu_nic_Bps=0.0,
-                  nvls=node.nvls)
+                  nvls=node.nvls, ports=node.nvlink_ports)
     return links, Placement(ranks=row.gpus, nodes=1, per_node=row.gpus)
 
 
@@ -152,8 +155,9 @@ def at_version(spec, gen, row: Row):
 
 
 def _as_ran_pairs(gen, row: Row, links, place) -> list[tuple[str, str]]:
-    """The (algorithm, protocol) pairs the fit prices a row with (fixed while parameters move)."""
-    from fabrics.network.nccl.tuner import candidates
+    """The (algorithm, protocol) pairs the fit prices a row with (fixed while parameters move): what NCCL
+    ran where the set says it, else NCCL's own table's pick where the generation has one, else all."""
+    from fabrics.network.nccl.tuner import candidates, nccl_tuned_pair
 
     pairs = candidates(gen, links, place, row.collective)
     algorithm, _, protocol = (row.ran or row.algorithm).partition("/")
@@ -161,7 +165,8 @@ def _as_ran_pairs(gen, row: Row, links, place) -> list[tuple[str, str]]:
         pairs = [p for p in pairs if p[0] == algorithm]
     if protocol:
         pairs = [p for p in pairs if p[1] == protocol]
-    return pairs
+    tuned = nccl_tuned_pair(gen, links, place, row.collective, row.size_bytes, pairs)
+    return [tuned] if tuned is not None else pairs
 
 
 # -- parameters <-> vectors ------------------------------------------------------------------------
@@ -187,22 +192,24 @@ def fit_generation(gen, rows: list[Row], spec=None) -> FitResult:
     """Bounded least squares on log(predicted / measured) over ``rows``, once per channel count."""
     from scipy.optimize import least_squares
 
-    x0 = np.array([v for _, v, _ in FITTED])
-    lo = np.array([b[0] for _, _, b in FITTED])
-    hi = np.array([b[1] for _, _, b in FITTED])
-    scale = np.abs(x0)
+    params = [f for f in FITTED if f[0] not in NOT_IDENTIFIED.get(gen.name, ())]
+    x0 = np.array([v for _, v, _ in params])
+    lo = np.array([b[0] for _, _, b in params])
+    hi = np.array([b[1] for _, _, b in params])
+    scale = np.where(x0 != 0, np.abs(x0), hi)
     fit_rows = [r for r in rows if r.fit]
     cached = [links_for(r) for r in fit_rows]
-    pairs = [_as_ran_pairs(gen, r, *lp) for r, lp in zip(fit_rows, cached)]
-    measured = np.log([r.time_s for r in fit_rows])
     spec = nccl_spec(default_mapping()) if spec is None else spec
+    pairs = [_as_ran_pairs(at_version(spec, gen, r), r, *lp) for r, lp in zip(fit_rows, cached)]
+    measured = np.log([r.time_s for r in fit_rows])
     # the tuner's min() makes the cost piecewise smooth: start from NCCL's constants and from the
     # geometric middle of the bounds, keep the better end point (deterministic)
-    starts = (np.ones_like(x0), np.sqrt(lo * hi) / scale)
+    middle = np.sqrt(np.maximum(lo, 1e-3 * hi) * hi) / scale
+    starts = (np.ones_like(x0), middle, np.sqrt(middle * hi / scale))
     best: FitResult | None = None
     for channels in CHANNEL_GRID:
         def residuals(z, channels=channels):
-            g = with_values(gen, {p: float(v) for (p, _, _), v in zip(FITTED, z * scale)}, TIED, scalars=SCALARS,
+            g = with_values(gen, {p: float(v) for (p, _, _), v in zip(params, z * scale)}, TIED, scalars=SCALARS,
                             ring_channels=channels)
             per_version: dict = {}
             times = []
@@ -216,7 +223,7 @@ def fit_generation(gen, rows: list[Row], spec=None) -> FitResult:
         for start in starts:
             sol = least_squares(residuals, start, bounds=(lo / scale, hi / scale), method="trf",
                                 x_scale=1.0, diff_step=1e-3)
-            values = {p: float(v) for (p, _, _), v in zip(FITTED, sol.x * scale)}
+            values = {p: float(v) for (p, _, _), v in zip(params, sol.x * scale)}
             fitted = with_values(gen, values, TIED, scalars=SCALARS, ring_channels=channels)
             result = FitResult(gen.name, values, channels, float(sol.cost), fitted)
             if best is None or result.cost < best.cost - 1e-12:

@@ -19,8 +19,10 @@ PARAMS_FILE = Path(__file__).resolve().parent.parent / "conf" / "network" / "ncc
 TOP_KEYS = ("name", "algorithm", "protocol", "nccl_version", "versions", "generations")
 VERSION_KEYS = ("nvls_partition", "nvls_align_bytes")
 GENERATION_KEYS = ("accelerators", "channels", "protocols", "nvls_chunk_bytes", "nvls_overlap_chunks", "nvls_channel_Bps",
+                   "nvls_rank_latency",
                    "p2p_ll_threshold_bytes", "p2p_level",
-                   "base_latency", "hop_latency", "efficiency")
+                   "base_latency", "hop_latency", "efficiency", "tuning")
+TUNING_KEYS = ("link_GBps", "ll_max_GBps", "ring_ll128_per_channel_GBps", "nvls_efficiency", "base_latency", "hop_latency")
 
 
 # Explicit keyed caches (safe to clear): the parameter file by (mtime, size), parsed generations by their
@@ -118,6 +120,11 @@ def generation_spec(name: str, d: Mapping[str, Any]):
     for key in ("nvls_overlap_chunks", "nvls_channel_Bps"):
         if key in d:
             kw[key] = _number(d[key], f"{where}.{key}")
+    if "nvls_rank_latency" in d:
+        kw["nvls_rank_latency_s"] = _time(d["nvls_rank_latency"], f"{where}.nvls_rank_latency")
+    if "tuning" in d:
+        kw["tuning"] = {str(v): tuning_spec(t, f"{where}.tuning.{v}")
+                        for v, t in _mapping(d["tuning"], f"{where}.tuning").items()}
     return Generation(
         name=name, accelerators=tuple(accs),
         channels={k: _whole(v, f"{where}.channels.{k}") for k, v in _mapping(d["channels"], f"{where}.channels").items()},
@@ -128,6 +135,20 @@ def generation_spec(name: str, d: Mapping[str, Any]):
         efficiency={t: _table(rows, f"{where}.efficiency.{t}", _number)
                     for t, rows in _mapping(d["efficiency"], f"{where}.efficiency").items()},
         **kw)
+
+
+def tuning_spec(value: Any, where: str):
+    """One release's NCCL tuner table (numbers as tuning.cc writes them: GB/s, us)."""
+    from fabrics.network.nccl.params import TuningTable
+
+    d = _mapping(value, where)
+    _unknown(d, TUNING_KEYS, where)
+    for key in TUNING_KEYS:
+        if key not in d:
+            raise SpecError(f"{where}.{key} is missing (src/graph/tuning.cc)")
+    return TuningTable(**{k: _number(d[k], f"{where}.{k}") for k in TUNING_KEYS[:4]},
+                       base_latency_us=_table(d["base_latency"], f"{where}.base_latency", _number),
+                       hop_latency_us=_table(d["hop_latency"], f"{where}.hop_latency", _number))
 
 
 def nccl_spec(network_mapping: Any):

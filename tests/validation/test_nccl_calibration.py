@@ -67,7 +67,7 @@ def test_fit_reproduces_committed_parameters():
     written; a last-digit tolerance for floating-point differences between machines)."""
     committed = yaml.safe_load(PARAMS_FILE.read_text())["generations"]
     written = fit_nccl.written_values(fit_nccl.fit_all())
-    assert len(written) == 2 * 17
+    assert len(written) == 17 + 18  # hopper: 17, blackwell: 18 (+ nvls_rank_latency, fitted there only)
     for key, text in written.items():
         node = committed
         for part in key:
@@ -117,8 +117,9 @@ def test_busbw_8_to_16_gib_within_10_percent():
 
 def test_gpu_count_scaling_within_10_percent():
     """NVLS's gain over ring grows with the GPU count (its bytes per GPU are S(n+1)/n against ring's
-    2S(n-1)/n); at 4 GPUs the two tie ('4: 363.3 / 363.3 (ring chosen)': within 3 % here, so which one
-    the tuner takes is a coin toss the model does not claim to call)."""
+    2S(n-1)/n). At 4 GPUs the measurement ties ('4: 363.3 / 363.3 (ring chosen)'); NCCL's own table as
+    modelled (tuning.cc v2.30.7) picks NVLS there, whose time is within 10 % all the same: a named miss
+    of the choice (docs/nccl.md)."""
     rows = timed("h200_8g_by_gpus_nvls") + timed("h200_8g_by_gpus_nvls_off")
     assert len(rows) == 10
     assert all(abs(e) <= 0.10 for e in errors(rows).values())
@@ -128,7 +129,7 @@ def test_gpu_count_scaling_within_10_percent():
             continue
         t_ring, t_nvls = run(r, algorithm="ring")[0], run(r, algorithm="nvls")[0]
         if r.gpus == 4:
-            assert abs(t_nvls / t_ring - 1) < 0.03
+            assert run(r)[1] == "nvls/simple" and abs(t_nvls / t_ring - 1) < 0.10
         else:
             assert t_nvls < 0.95 * t_ring and run(r)[1] == "nvls/simple"
 
@@ -140,21 +141,26 @@ def test_gb300_nvl72_within_25_percent():
     assert not bad
 
 
-# sizes where the model's least-time choice is not NCCL's (docs/nccl.md "The default choice")
-CHOICE_MISSES = {2 * MiB, 16 * MiB}
-
-
 def test_nccl_debug_choice_statement():
-    """'Ring/LL up to 1 MiB, NVLS/Simple from 2 MiB': met at 18 of 20 sizes. At 2 MiB the model prefers
-    ring/LL, at 16 MiB ring/LL128: NCCL's choice is within 20 % (the time tolerance) of the model's own
-    pick there (NCCL chooses with its own tuning table, docs/nccl.md)."""
+    """'Ring/LL up to 1 MiB, NVLS/Simple from 2 MiB': met at all 20 sizes, the choice made with NCCL's own
+    tuner table (tuning.cc v2.30.7: ring/LL 15.0 us + S / 80.6 GB/s against NVLS 25 us + S / 338 GB/s,
+    a crossover at ~1.06 MB), the time priced by the fitted tables."""
     choices = [r for r in ROWS if r.table == "h200_choice"]
     assert len(choices) == 20
     for r in choices:
         t_model, schedule = run(r)
-        if r.size_bytes not in CHOICE_MISSES:
-            assert schedule == r.choice, (r.size_bytes, schedule)
-        else:
-            algo = r.choice.partition("/")[0]
-            t_nccl, schedule_nccl = run(r, algorithm=algo)
-            assert schedule_nccl == r.choice and t_nccl <= 1.20 * t_model
+        assert schedule == r.choice, (r.size_bytes, schedule)
+
+
+def test_choice_follows_nccl_table_not_fitted_times():
+    """At 2 MiB the fitted tables alone would pick ring/LL; NCCL's table picks NVLS (as NCCL_DEBUG says)."""
+    from fabrics.network.nccl.tuner import nccl_tuned_pair
+
+    row = next(r for r in ROWS if r.table == "h200_choice" and r.size_bytes == 2 * MiB)
+    links, place = fit_nccl.links_for(row)
+    gen = spec_at("2.30.7").generation_for("h200")
+    pairs = [("ring", "ll"), ("ring", "ll128"), ("ring", "simple"), ("nvls", "simple")]
+    assert nccl_tuned_pair(gen, links, place, "allreduce", row.size_bytes, pairs) == ("nvls", "simple")
+    assert nccl_tuned_pair(gen, links, place, "allreduce", 1 * MiB, pairs) == ("ring", "ll")
+    assert nccl_tuned_pair(replace(gen, tuning={}), links, place, "allreduce", row.size_bytes, pairs) is None
+

@@ -44,6 +44,7 @@ class Links:
     inter_Bps: float  # the node's NIC bandwidth share of this group (0 on one node)
     gpu_nic_Bps: float  # one GPU's share of its node's NICs (point-to-point traffic)
     nvls: bool  # the switch reduces in-network (NVLink SHARP)
+    ports: int = 0  # NVLinks per GPU (NCCL's tuner counts its bandwidth per link)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,11 +181,12 @@ def nvls_channel_bytes(gen: Generation, heads: int, channels: int, size_bytes: i
 def nvls(gen: Generation, links: Links, place: Placement, collective: str, protocol: str,
          size_bytes: int) -> Estimate:
     """NVLS (in-switch reduction) inside one NVLink domain: latency base + one NVLS hop (tuning.cc:
-    latency = intraLat); bandwidth over the GPU's NVLink at the NVLS efficiency, all NVLS channels, or
+    latency = intraLat) + a per-GPU term (the kernel walks the n heads); bandwidth over the GPU's NVLink at the NVLS efficiency, all NVLS channels, or
     the busiest channel's bytes at one channel's rate where that is slower (all-reduce)."""
     channels = gen.channel_count("nvls")
     fill = int(gen.nvls_overlap_chunks * channels * gen.nvls_chunk_bytes)
-    latency = gen.base("nvls", "simple") + gen.hop(links.intra_transport, "nvls", "simple")
+    latency = (gen.base("nvls", "simple") + gen.hop(links.intra_transport, "nvls", "simple")
+               + place.ranks * gen.nvls_rank_latency_s)
     rate = _rate(gen, links.intra_transport, "nvls", "simple", links.intra_Bps)
     bw_s = nvls_bytes(collective, place.ranks, size_bytes, fill) / rate
     if collective == "allreduce" and gen.nvls_channel_Bps > 0:
@@ -198,7 +200,7 @@ def nvls_tree(gen: Generation, links: Links, place: Placement, collective: str, 
     the node-local NVLS and the inter-node tree are pipelined, the busier one sets the pace."""
     p, m = place.per_node, place.nodes
     latency = (gen.base("nvls_tree", "simple") + gen.hop(links.intra_transport, "nvls_tree", "simple")
-               + 2 * _log2_ceil(m) * gen.hop("net", "nvls_tree", "simple"))
+               + p * gen.nvls_rank_latency_s + 2 * _log2_ceil(m) * gen.hop("net", "nvls_tree", "simple"))
     inter = _tree_inter_bytes(m, size_bytes) / _rate(gen, "net", "nvls_tree", "simple", links.inter_Bps)
     intra = 0.0
     if p > 1:

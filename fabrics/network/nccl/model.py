@@ -37,6 +37,7 @@ class GpuSystem:
         self.accelerator = node.name
         self.intra_Bps = node.nvlink_bandwidth_Bps
         self.nvls = bool(node.nvls)
+        self.ports = int(getattr(node, "nvlink_ports", 0) or 0)
         out = cluster.scale_out
         self.nic_Bps = 0.0 if out is None else out.nics_per_node * out.nic_rate_Bps
         self.nodes_per_leaf = 1 if out is None else out.nodes_per_leaf
@@ -55,7 +56,7 @@ class GpuSystem:
             nic /= self.oversubscription
         share = per_node[busiest] / active[busiest]
         links = Links(intra_transport=self.intra_transport, intra_Bps=self.intra_Bps, inter_Bps=nic * share if nodes > 1 else 0.0,
-                      gpu_nic_Bps=nic / active[busiest], nvls=self.nvls)
+                      gpu_nic_Bps=nic / active[busiest], nvls=self.nvls, ports=self.ports)
         return links, Placement(ranks=len(group), nodes=nodes, per_node=max(per_node.values()))
 
 

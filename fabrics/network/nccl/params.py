@@ -94,6 +94,29 @@ class NcclVersion:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TuningTable:
+    """NCCL's own tuner table for one generation at one release (``src/graph/tuning.cc``): what NCCL
+    *predicts* and chooses by, not what the hardware takes (the fitted tables price the time)."""
+
+    link_GBps: float  # NCCL's NVLink bandwidth per link (src/graph/topo.h SM90_NVLINK_BW 20.6, SM100 40.1)
+    ll_max_GBps: float  # llMaxBws[compCap][one node]
+    ring_ll128_per_channel_GBps: float  # perChMaxRingLL128Bws[compCap][one node]
+    nvls_efficiency: float  # nvlsEfficiency[compCap]
+    base_latency_us: Mapping[str, Mapping[str, float]]  # baseLatencies: ring / nvls -> protocol -> us
+    hop_latency_us: Mapping[str, Mapping[str, float]]  # hwLatencies[NVLINK]: ring / nvls -> protocol -> us
+
+    def __post_init__(self) -> None:
+        for name in ("link_GBps", "ll_max_GBps", "ring_ll128_per_channel_GBps"):
+            _check_number(f"network.generations.*.tuning.{name}", getattr(self, name), 1e-9)
+        _check_number("network.generations.*.tuning.nvls_efficiency", self.nvls_efficiency, 0.0, 1.0)
+        for where, table in (("base_latency", self.base_latency_us), ("hop_latency", self.hop_latency_us)):
+            for row in ("ring", "nvls"):
+                if row not in table:
+                    raise SpecError(f"network.generations.*.tuning.{where}.{row} is missing (tuning.cc)")
+            _check_table(f"network.generations.*.tuning.{where}", table, 0.0, 1e3)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Generation:
     """One system generation's parameters (e.g. Hopper HGX NVSwitch, Blackwell NVL72)."""
 
@@ -112,7 +135,14 @@ class Generation:
     # busiest channel's bytes (cost.nvls_channel_bytes, set by the release's partition) over this rate
     # bound the time of a small or unevenly spread message; fitted (0: no per-channel bound)
     nvls_channel_Bps: float = 0.0
+    # NVLS latency per GPU of the domain: the one-node NVLS kernel's scatter and gather walk the heads
+    # (one per GPU) one after another (src/device/all_reduce.h + prims_simple.h ScatterGatherOp, v2.28.7-1);
+    # fitted where the set has NVLS latency rows at several GPU counts
+    nvls_rank_latency_s: float = 0.0
     version: NcclVersion = field(default_factory=NcclVersion)  # the NCCL release priced (NcclSpec.nccl_version)
+    # NCCL's own tuner table per release (the algorithm/protocol CHOICE inside one node); a release
+    # without one chooses by least fitted time
+    tuning: Mapping[str, TuningTable] = field(default_factory=dict)
     p2p_ll_threshold_bytes: int = 16384  # enqueue.cc: NCCL_P2P_LL_THRESHOLD (LL below, Simple above)
     ring_ll_threshold_per_rank: bool = True  # tuning.cc: ring LL thread threshold *= nRanks
     # PCIe servers only: the farthest path P2P is used on (NCCL_P2P_LEVEL); beyond it NCCL uses SHM.
@@ -144,6 +174,7 @@ class Generation:
             raise SpecError(f"{where}.p2p_level={self.p2p_level!r} is unknown; choose one of: {', '.join(P2P_LEVELS)}")
         _check_number(f"{where}.nvls_overlap_chunks", self.nvls_overlap_chunks, 0.0, 64.0)
         _check_number(f"{where}.nvls_channel_Bps", self.nvls_channel_Bps, 0.0)
+        _check_number(f"{where}.nvls_rank_latency_s", self.nvls_rank_latency_s, 0.0, 1e-3)
         for name in ("nvls_chunk_bytes", "p2p_ll_threshold_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -227,4 +258,4 @@ class NcclSpec:
 
 
 __all__ = ["ALGORITHMS", "PROTOCOLS", "ROWS", "TRANSPORTS", "P2P_LEVELS", "SIMPLE_ONLY", "NVLS_PARTITIONS", "ProtocolShape",
-           "NcclVersion", "Generation", "NcclSpec"]
+           "NcclVersion", "TuningTable", "Generation", "NcclSpec"]
