@@ -47,10 +47,11 @@ FITTED = (
     (("nvls_overlap_chunks",), 1.0, (1.0, 16.0)),  # NCCL keeps NCCL_STEPS = 8 chunk slots per channel
     (("nvls_channel_Bps",), 10e9, (1e9, 200e9)),   # one NVLS channel (one SM's thread block)
     (("nvls_rank_latency",), 0.5e-6, (0.0, 5e-6)),  # per GPU (head) of the NVLS domain
+    (("cuda_graph_saving",), 1e-6, (0.0, 10e-6)),  # per collective, graph launch against stream launch
 )
-SCALARS = ("nvls_overlap_chunks", "nvls_channel_Bps", "nvls_rank_latency")  # Generation fields fitted whole
+SCALARS = ("nvls_overlap_chunks", "nvls_channel_Bps", "nvls_rank_latency", "cuda_graph_saving")  # whole fields
 # parameters a generation's rows do not identify, kept at the YAML's value (reason in the YAML comment)
-NOT_IDENTIFIED = {"hopper_hgx": {("nvls_rank_latency",)}}
+NOT_IDENTIFIED = {"hopper_hgx": {("nvls_rank_latency",)}, "blackwell_nvl72": {("cuda_graph_saving",)}}
 # value written from a fitted one: path -> (source path, factor)
 TIED = {
     ("efficiency", "nvlink", "ring", "ll128"): (("efficiency", "nvlink", "ring", "simple"), 0.92),  # tuning.cc LL128 * .92
@@ -80,6 +81,7 @@ class Row:
     ran: str | None = None  # what NCCL ran for this row where the set says it ("nvls/simple", "ring")
     fit: bool = True
     nccl_version: str = "default"  # the NCCL release the table was measured with
+    cuda_graph: bool = False  # launched in a CUDA graph (nccl-tests -G / an application's graph)
 
 
 def load_rows(path: Path = MEASUREMENTS) -> list[Row]:
@@ -107,7 +109,8 @@ def load_rows(path: Path = MEASUREMENTS) -> list[Row]:
                             algorithm=t["algorithm"], nvls=bool(t["nvls"]), size_bytes=size, time_s=time_s,
                             choice=choice, ran=ran_by_key.get(key, t.get("ran")) if time_s is not None else None,
                             fit=bool(t.get("fit", True)) and time_s is not None,
-                            nccl_version=str(t.get("nccl_version", "default"))))
+                            nccl_version=str(t.get("nccl_version", "default")),
+                            cuda_graph=bool(t.get("cuda_graph", False))))
     return rows
 
 
@@ -140,7 +143,10 @@ def predict(gen, row: Row, links_place=None, *, as_ran: bool = False):
     if as_ran and row.ran:
         algorithm, _, protocol = row.ran.partition("/")
         protocol = protocol or "auto"
-    return choose(gen, links, place, row.collective, row.size_bytes, algorithm=algorithm, protocol=protocol)
+    from fabrics.network.nccl.cost import graph_launched
+
+    est = choose(gen, links, place, row.collective, row.size_bytes, algorithm=algorithm, protocol=protocol)
+    return graph_launched(gen, est) if row.cuda_graph else est
 
 
 def at_version(spec, gen, row: Row):
@@ -173,10 +179,11 @@ def _as_ran_pairs(gen, row: Row, links, place) -> list[tuple[str, str]]:
 
 def best_time(gen, row: Row, links_place, pairs) -> float:
     """The least predicted time over ``pairs`` (the tuner's rule on a fixed candidate list)."""
-    from fabrics.network.nccl.cost import COLLECTIVE_ALGORITHMS
+    from fabrics.network.nccl.cost import COLLECTIVE_ALGORITHMS, graph_launched
 
     links, place = links_place
-    return min(COLLECTIVE_ALGORITHMS[a](gen, links, place, row.collective, p, row.size_bytes).time_s for a, p in pairs)
+    ests = (COLLECTIVE_ALGORITHMS[a](gen, links, place, row.collective, p, row.size_bytes) for a, p in pairs)
+    return min((graph_launched(gen, e) if row.cuda_graph else e).time_s for e in ests)
 
 
 @dataclass(frozen=True)

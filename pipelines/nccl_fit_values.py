@@ -29,8 +29,8 @@ def bus_factor(collective: str, n: int) -> float:
 
 
 # YAML key -> Generation field, where the YAML writes the value with a unit
-SCALAR_FIELDS = {"nvls_rank_latency": "nvls_rank_latency_s"}
-TIME_KEYS = ("hop_latency", "nvls_rank_latency")
+SCALAR_FIELDS = {"nvls_rank_latency": "nvls_rank_latency_s", "cuda_graph_saving": "cuda_graph_saving_s"}
+TIME_KEYS = ("hop_latency", "nvls_rank_latency", "cuda_graph_saving")
 
 
 def value_at(gen, path, scalars=()):

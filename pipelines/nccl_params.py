@@ -16,10 +16,10 @@ from pipelines.specs import plain
 from pipelines.units import parse_time
 
 PARAMS_FILE = Path(__file__).resolve().parent.parent / "conf" / "network" / "nccl.yaml"
-TOP_KEYS = ("name", "algorithm", "protocol", "nccl_version", "versions", "generations")
+TOP_KEYS = ("name", "algorithm", "protocol", "nccl_version", "versions", "cuda_graph", "generations")
 VERSION_KEYS = ("nvls_partition", "nvls_align_bytes")
 GENERATION_KEYS = ("accelerators", "channels", "protocols", "nvls_chunk_bytes", "nvls_overlap_chunks", "nvls_channel_Bps",
-                   "nvls_rank_latency",
+                   "nvls_rank_latency", "cuda_graph_saving",
                    "p2p_ll_threshold_bytes", "p2p_level",
                    "base_latency", "hop_latency", "efficiency", "tuning")
 TUNING_KEYS = ("link_GBps", "ll_max_GBps", "ring_ll128_per_channel_GBps", "nvls_efficiency", "base_latency", "hop_latency")
@@ -120,8 +120,9 @@ def generation_spec(name: str, d: Mapping[str, Any]):
     for key in ("nvls_overlap_chunks", "nvls_channel_Bps"):
         if key in d:
             kw[key] = _number(d[key], f"{where}.{key}")
-    if "nvls_rank_latency" in d:
-        kw["nvls_rank_latency_s"] = _time(d["nvls_rank_latency"], f"{where}.nvls_rank_latency")
+    for key in ("nvls_rank_latency", "cuda_graph_saving"):
+        if key in d:
+            kw[f"{key}_s"] = _time(d[key], f"{where}.{key}")
     if "tuning" in d:
         kw["tuning"] = {str(v): tuning_spec(t, f"{where}.tuning.{v}")
                         for v, t in _mapping(d["tuning"], f"{where}.tuning").items()}
@@ -170,8 +171,21 @@ def nccl_spec(network_mapping: Any):
                         f"{', '.join(versions)} (conf/network/nccl.yaml versions)")
     return NcclSpec(algorithm=str(net.get("algorithm") or "auto").lower(),
                     protocol=str(net.get("protocol") or "auto").lower(),
-                    nccl_version=version, versions=versions,
+                    nccl_version=version, versions=versions, cuda_graph=cuda_graph_flag(net.get("cuda_graph")),
                     generations=_generations(_mapping(gens, "network.generations"), versions.get(version)))
+
+
+def cuda_graph_flag(value: Any) -> bool:
+    """``network.cuda_graph`` as a boolean: true / false; ``auto`` (or absent) reads as false here, graph off
+    as nccl-tests runs -- ``pipelines.network`` resolves auto from the engine before it gets here."""
+    if isinstance(value, bool):
+        return value
+    text = "auto" if value is None else str(value).lower()
+    if text in ("auto", "false", "off", "no"):
+        return False
+    if text in ("true", "on", "yes"):
+        return True
+    raise SpecError(f"network.cuda_graph={value!r} is not one of auto, true, false")
 
 
 def versions_spec(value: Any) -> dict:
@@ -208,4 +222,4 @@ def _generations(gens: dict, version=None) -> tuple:
     return hit
 
 
-__all__ = ["nccl_spec", "generation_spec", "versions_spec", "default_mapping", "clear_caches", "PARAMS_FILE"]
+__all__ = ["nccl_spec", "generation_spec", "versions_spec", "cuda_graph_flag", "default_mapping", "clear_caches", "PARAMS_FILE"]

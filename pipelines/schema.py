@@ -168,6 +168,7 @@ class NetworkSchema:
     generations: Any = None  # nccl: fitted parameters per system generation (pipelines.nccl_params)
     nccl_version: Any = None  # nccl: the NCCL release priced (a key of versions; default the newest measured)
     versions: Any = None  # nccl: what each NCCL release does differently (conf/network/nccl.yaml)
+    cuda_graph: Any = None  # nccl: auto | true | false (auto: true where engine resolves to cuda_graph)
 
 
 @schema("fabric")

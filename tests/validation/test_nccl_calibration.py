@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from collections import Counter
 from functools import lru_cache
 
 import pytest
@@ -67,7 +68,7 @@ def test_fit_reproduces_committed_parameters():
     written; a last-digit tolerance for floating-point differences between machines)."""
     committed = yaml.safe_load(PARAMS_FILE.read_text())["generations"]
     written = fit_nccl.written_values(fit_nccl.fit_all())
-    assert len(written) == 17 + 18  # hopper: 17, blackwell: 18 (+ nvls_rank_latency, fitted there only)
+    assert len(written) == 18 + 18  # each: 17 shared + hopper cuda_graph_saving, blackwell nvls_rank_latency
     for key, text in written.items():
         node = committed
         for part in key:
@@ -164,3 +165,19 @@ def test_choice_follows_nccl_table_not_fitted_times():
     assert nccl_tuned_pair(gen, links, place, "allreduce", 1 * MiB, pairs) == ("ring", "ll")
     assert nccl_tuned_pair(replace(gen, tuning={}), links, place, "allreduce", row.size_bytes, pairs) is None
 
+
+
+def test_cuda_graph_row_and_flag():
+    """NVIDIA/nccl #1259 (graphs on, 2 GPUs, ~6 us) is met by the graph launch saving; the nccl-tests
+    tables are graph off, and so is a spec without cuda_graph."""
+    row = next(r for r in ROWS if r.table == "h100_cuda_graph_2gpu")
+    graph = replace(spec_at(row.nccl_version), cuda_graph=True)
+    acc = yaml.safe_load((fit_nccl.ACCELERATORS / "h100.yaml").read_text())
+    node = NvSwitchDomain(name="h100", gpus=2, max_gpus=acc["nvlink_domain_max"], nvlink_ports=acc["nvlink_ports"],
+                          nvlink_rate_Bps=acc["nvlink_rate_Bps"], nvls=True)
+    on = build_network_model("nccl", ClusterSpec(name="nvswitch", nodes=1, node=node), graph, 2)
+    t_on = on.estimate("allreduce", (0, 1), row.size_bytes, *on.system.links((0, 1), Counter({0: 2})))
+    t_off, _ = run(replace(row, cuda_graph=False))
+    assert t_on.time_s == pytest.approx(row.time_s, rel=0.05)
+    saving = spec_at(row.nccl_version).generation_for("h100").cuda_graph_saving_s
+    assert t_off - t_on.time_s == pytest.approx(saving) and saving > 0

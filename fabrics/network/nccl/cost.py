@@ -224,7 +224,14 @@ def p2p(gen: Generation, links: Links, protocol: str, intra_bytes: float, inter_
     return Estimate("p2p", protocol, latency, bw_s)
 
 
+def graph_launched(gen: Generation, est: Estimate) -> Estimate:
+    """``est`` launched inside a CUDA graph: the generation's launch saving off its latency (not below 0)."""
+    if est.algorithm == "none" or gen.cuda_graph_saving_s <= 0:
+        return est
+    return Estimate(est.algorithm, est.protocol, max(0.0, est.latency_s - gen.cuda_graph_saving_s), est.bandwidth_s)
+
+
 COLLECTIVE_ALGORITHMS = {"ring": ring, "tree": tree, "nvls": nvls, "nvls_tree": nvls_tree}
 
 __all__ = ["Placement", "Links", "Estimate", "channels_used", "ring", "tree", "nvls", "nvls_tree", "p2p",
-           "nvls_bytes", "nvls_chunk", "nvls_channel_bytes", "COLLECTIVE_ALGORITHMS"]
+           "nvls_bytes", "nvls_chunk", "graph_launched", "nvls_channel_bytes", "COLLECTIVE_ALGORITHMS"]

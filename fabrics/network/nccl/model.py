@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from fabrics.network.nccl import tuner
-from fabrics.network.nccl.cost import Estimate, Links, Placement, p2p
+from fabrics.network.nccl.cost import Estimate, Links, Placement, graph_launched, p2p
 from fabrics.network.nccl.params import NcclSpec
 from fabrics.network.protocol import (CollectiveCall, Completion, DemandEntry, NetworkReport, check_in_demand,
                                       schedules_by_row)
@@ -125,7 +125,13 @@ class NcclNetwork:
 
     def estimate(self, collective: str, group: Sequence[int], size_bytes: int, links: Links, place: Placement,
                  demand=None) -> Estimate:
-        """One group's estimate for ``collective`` of ``size_bytes`` per rank."""
+        """One group's estimate for ``collective`` of ``size_bytes`` per rank (graph-launched where
+        ``spec.cuda_graph``)."""
+        est = self._estimate(collective, group, size_bytes, links, place, demand)
+        return graph_launched(self.gen, est) if self.spec.cuda_graph else est
+
+    def _estimate(self, collective: str, group: Sequence[int], size_bytes: int, links: Links, place: Placement,
+                  demand=None) -> Estimate:
         if place.ranks <= 1 or collective == "none" or size_bytes <= 0 and demand is None:
             return Estimate("none", "none", 0.0, 0.0)
         if collective in tuner.P2P_COLLECTIVES:

@@ -139,6 +139,9 @@ class Generation:
     # (one per GPU) one after another (src/device/all_reduce.h + prims_simple.h ScatterGatherOp, v2.28.7-1);
     # fitted where the set has NVLS latency rows at several GPU counts
     nvls_rank_latency_s: float = 0.0
+    # the per-collective launch cost a CUDA graph removes (the calibration tables run graph off, nccl-tests
+    # without -G; NVIDIA/nccl #1259 gives a small all-reduce with graphs); fitted where the set has a row
+    cuda_graph_saving_s: float = 0.0
     version: NcclVersion = field(default_factory=NcclVersion)  # the NCCL release priced (NcclSpec.nccl_version)
     # NCCL's own tuner table per release (the algorithm/protocol CHOICE inside one node); a release
     # without one chooses by least fitted time
@@ -175,6 +178,7 @@ class Generation:
         _check_number(f"{where}.nvls_overlap_chunks", self.nvls_overlap_chunks, 0.0, 64.0)
         _check_number(f"{where}.nvls_channel_Bps", self.nvls_channel_Bps, 0.0)
         _check_number(f"{where}.nvls_rank_latency_s", self.nvls_rank_latency_s, 0.0, 1e-3)
+        _check_number(f"{where}.cuda_graph_saving_s", self.cuda_graph_saving_s, 0.0, 1e-3)
         for name in ("nvls_chunk_bytes", "p2p_ll_threshold_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -223,6 +227,8 @@ class NcclSpec:
     generations: tuple[Generation, ...] = ()  # each carries the NcclVersion named by nccl_version
     nccl_version: str = "default"  # the NCCL release priced (network.nccl_version), a key of versions
     versions: Mapping[str, NcclVersion] = field(default_factory=dict)
+    # collectives launched inside a CUDA graph (network.cuda_graph; pipelines resolves auto from the engine)
+    cuda_graph: bool = False
 
     def __post_init__(self) -> None:
         if self.algorithm != "auto" and self.algorithm not in ALGORITHMS:
@@ -236,6 +242,8 @@ class NcclSpec:
                             f"network.protocol={self.protocol}; use network.protocol=simple or auto")
         if not self.generations:
             raise SpecError("network.generations is empty; conf/network/nccl.yaml must list at least one")
+        if not isinstance(self.cuda_graph, bool):
+            raise SpecError(f"network.cuda_graph={self.cuda_graph!r} must be true or false (or auto in the config)")
         if self.versions and self.nccl_version not in self.versions:
             raise SpecError(f"network.nccl_version={self.nccl_version!r} is not a known NCCL release; choose one of: "
                             f"{', '.join(self.versions)} (conf/network/nccl.yaml versions)")
