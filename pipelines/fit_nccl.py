@@ -45,8 +45,13 @@ FITTED = (
     (("hop_latency", "nvlink", "nvls", "simple"), 25e-6, (1e-6, 100e-6)),
     (("efficiency", "nvlink", "nvls", "simple"), 0.7, (0.3, 1.0)),
     (("nvls_overlap_chunks",), 1.0, (1.0, 16.0)),  # NCCL keeps NCCL_STEPS = 8 chunk slots per channel
+    (("nvls_channel_Bps",), 10e9, (1e9, 200e9)),   # one NVLS channel (one SM's thread block)
+    (("nvls_rank_latency",), 0.5e-6, (0.0, 5e-6)),  # per GPU (head) of the NVLS domain
+    (("cuda_graph_saving",), 1e-6, (0.0, 10e-6)),  # per collective, graph launch against stream launch
 )
-SCALARS = ("nvls_overlap_chunks",)  # Generation fields fitted as a whole
+SCALARS = ("nvls_overlap_chunks", "nvls_channel_Bps", "nvls_rank_latency", "cuda_graph_saving")  # whole fields
+# parameters a generation's rows do not identify, kept at the YAML's value (reason in the YAML comment)
+NOT_IDENTIFIED = {"hopper_hgx": {("nvls_rank_latency",)}, "blackwell_nvl72": {("cuda_graph_saving",)}}
 # value written from a fitted one: path -> (source path, factor)
 TIED = {
     ("efficiency", "nvlink", "ring", "ll128"): (("efficiency", "nvlink", "ring", "simple"), 0.92),  # tuning.cc LL128 * .92
@@ -75,6 +80,8 @@ class Row:
     choice: str | None = None  # choice rows: "ring/ll", or an algorithm alone
     ran: str | None = None  # what NCCL ran for this row where the set says it ("nvls/simple", "ring")
     fit: bool = True
+    nccl_version: str = "default"  # the NCCL release the table was measured with
+    cuda_graph: bool = False  # launched in a CUDA graph (nccl-tests -G / an application's graph)
 
 
 def load_rows(path: Path = MEASUREMENTS) -> list[Row]:
@@ -101,7 +108,9 @@ def load_rows(path: Path = MEASUREMENTS) -> list[Row]:
             rows.append(Row(table=t["id"], accelerator=t["accelerator"], gpus=gpus, collective=t["collective"],
                             algorithm=t["algorithm"], nvls=bool(t["nvls"]), size_bytes=size, time_s=time_s,
                             choice=choice, ran=ran_by_key.get(key, t.get("ran")) if time_s is not None else None,
-                            fit=bool(t.get("fit", True)) and time_s is not None))
+                            fit=bool(t.get("fit", True)) and time_s is not None,
+                            nccl_version=str(t.get("nccl_version", "default")),
+                            cuda_graph=bool(t.get("cuda_graph", False))))
     return rows
 
 
@@ -120,7 +129,7 @@ def links_for(row: Row):
                           nvlink_ports=int(acc["nvlink_ports"]), nvlink_rate_Bps=float(acc["nvlink_rate_Bps"]),
                           nvls=row.nvls and bool(acc.get("nvls")))
     links = Links(intra_transport="nvlink", intra_Bps=node.nvlink_bandwidth_Bps, inter_Bps=0.0, gpu_nic_Bps=0.0,
-                  nvls=node.nvls)
+                  nvls=node.nvls, ports=node.nvlink_ports)
     return links, Placement(ranks=row.gpus, nodes=1, per_node=row.gpus)
 
 
@@ -134,12 +143,27 @@ def predict(gen, row: Row, links_place=None, *, as_ran: bool = False):
     if as_ran and row.ran:
         algorithm, _, protocol = row.ran.partition("/")
         protocol = protocol or "auto"
-    return choose(gen, links, place, row.collective, row.size_bytes, algorithm=algorithm, protocol=protocol)
+    from fabrics.network.nccl.cost import graph_launched
+
+    est = choose(gen, links, place, row.collective, row.size_bytes, algorithm=algorithm, protocol=protocol)
+    return graph_launched(gen, est) if row.cuda_graph else est
+
+
+def at_version(spec, gen, row: Row):
+    """``gen`` priced at the NCCL release the row was measured with (each table at its own release)."""
+    from dataclasses import replace
+
+    version = spec.versions.get(row.nccl_version)
+    if version is None:
+        raise SpecError(f"{row.table}: nccl_version={row.nccl_version!r} is not in conf/network/nccl.yaml versions; "
+                        f"known: {', '.join(spec.versions)}")
+    return gen if gen.version == version else replace(gen, version=version)
 
 
 def _as_ran_pairs(gen, row: Row, links, place) -> list[tuple[str, str]]:
-    """The (algorithm, protocol) pairs the fit prices a row with (fixed while parameters move)."""
-    from fabrics.network.nccl.tuner import candidates
+    """The (algorithm, protocol) pairs the fit prices a row with (fixed while parameters move): what NCCL
+    ran where the set says it, else NCCL's own table's pick where the generation has one, else all."""
+    from fabrics.network.nccl.tuner import candidates, nccl_tuned_pair
 
     pairs = candidates(gen, links, place, row.collective)
     algorithm, _, protocol = (row.ran or row.algorithm).partition("/")
@@ -147,17 +171,19 @@ def _as_ran_pairs(gen, row: Row, links, place) -> list[tuple[str, str]]:
         pairs = [p for p in pairs if p[0] == algorithm]
     if protocol:
         pairs = [p for p in pairs if p[1] == protocol]
-    return pairs
+    tuned = nccl_tuned_pair(gen, links, place, row.collective, row.size_bytes, pairs)
+    return [tuned] if tuned is not None else pairs
 
 
 # -- parameters <-> vectors ------------------------------------------------------------------------
 
 def best_time(gen, row: Row, links_place, pairs) -> float:
     """The least predicted time over ``pairs`` (the tuner's rule on a fixed candidate list)."""
-    from fabrics.network.nccl.cost import COLLECTIVE_ALGORITHMS
+    from fabrics.network.nccl.cost import COLLECTIVE_ALGORITHMS, graph_launched
 
     links, place = links_place
-    return min(COLLECTIVE_ALGORITHMS[a](gen, links, place, row.collective, p, row.size_bytes).time_s for a, p in pairs)
+    ests = (COLLECTIVE_ALGORITHMS[a](gen, links, place, row.collective, p, row.size_bytes) for a, p in pairs)
+    return min((graph_launched(gen, e) if row.cuda_graph else e).time_s for e in ests)
 
 
 @dataclass(frozen=True)
@@ -169,32 +195,42 @@ class FitResult:
     gen: object  # the fitted Generation
 
 
-def fit_generation(gen, rows: list[Row]) -> FitResult:
+def fit_generation(gen, rows: list[Row], spec=None) -> FitResult:
     """Bounded least squares on log(predicted / measured) over ``rows``, once per channel count."""
     from scipy.optimize import least_squares
 
-    x0 = np.array([v for _, v, _ in FITTED])
-    lo = np.array([b[0] for _, _, b in FITTED])
-    hi = np.array([b[1] for _, _, b in FITTED])
-    scale = np.abs(x0)
+    params = [f for f in FITTED if f[0] not in NOT_IDENTIFIED.get(gen.name, ())]
+    x0 = np.array([v for _, v, _ in params])
+    lo = np.array([b[0] for _, _, b in params])
+    hi = np.array([b[1] for _, _, b in params])
+    scale = np.where(x0 != 0, np.abs(x0), hi)
     fit_rows = [r for r in rows if r.fit]
     cached = [links_for(r) for r in fit_rows]
-    pairs = [_as_ran_pairs(gen, r, *lp) for r, lp in zip(fit_rows, cached)]
+    spec = nccl_spec(default_mapping()) if spec is None else spec
+    pairs = [_as_ran_pairs(at_version(spec, gen, r), r, *lp) for r, lp in zip(fit_rows, cached)]
     measured = np.log([r.time_s for r in fit_rows])
     # the tuner's min() makes the cost piecewise smooth: start from NCCL's constants and from the
     # geometric middle of the bounds, keep the better end point (deterministic)
-    starts = (np.ones_like(x0), np.sqrt(lo * hi) / scale)
+    middle = np.sqrt(np.maximum(lo, 1e-3 * hi) * hi) / scale
+    starts = (np.ones_like(x0), middle, np.sqrt(middle * hi / scale))
     best: FitResult | None = None
     for channels in CHANNEL_GRID:
         def residuals(z, channels=channels):
-            g = with_values(gen, {p: float(v) for (p, _, _), v in zip(FITTED, z * scale)}, TIED, scalars=SCALARS,
+            g = with_values(gen, {p: float(v) for (p, _, _), v in zip(params, z * scale)}, TIED, scalars=SCALARS,
                             ring_channels=channels)
-            return np.log([best_time(g, r, lp, pr) for r, lp, pr in zip(fit_rows, cached, pairs)]) - measured
+            per_version: dict = {}
+            times = []
+            for r, lp, pr in zip(fit_rows, cached, pairs):
+                gv = per_version.get(r.nccl_version)
+                if gv is None:
+                    gv = per_version[r.nccl_version] = at_version(spec, g, r)
+                times.append(best_time(gv, r, lp, pr))
+            return np.log(times) - measured
 
         for start in starts:
             sol = least_squares(residuals, start, bounds=(lo / scale, hi / scale), method="trf",
                                 x_scale=1.0, diff_step=1e-3)
-            values = {p: float(v) for (p, _, _), v in zip(FITTED, sol.x * scale)}
+            values = {p: float(v) for (p, _, _), v in zip(params, sol.x * scale)}
             fitted = with_values(gen, values, TIED, scalars=SCALARS, ring_channels=channels)
             result = FitResult(gen.name, values, channels, float(sol.cost), fitted)
             if best is None or result.cost < best.cost - 1e-12:
@@ -213,7 +249,7 @@ def fit_all(rows: list[Row] | None = None, spec=None) -> dict[str, FitResult]:
         g = spec.generation_for(r.accelerator)
         gens[g.name] = g
         by_gen.setdefault(g.name, []).append(r)
-    return {name: fit_generation(gens[name], rs) for name, rs in by_gen.items()}
+    return {name: fit_generation(gens[name], rs, spec) for name, rs in by_gen.items()}
 
 
 # -- writing the YAML ------------------------------------------------------------------------------
@@ -272,8 +308,8 @@ def residual_rows(spec=None, rows: list[Row] | None = None) -> list[dict]:
     spec = nccl_spec(default_mapping()) if spec is None else spec
     out = []
     for r in rows:
-        est = predict(spec.generation_for(r.accelerator), r)
-        entry = {"table": r.table, "gpus": r.gpus, "size_bytes": r.size_bytes, "collective": r.collective,
+        est = predict(at_version(spec, spec.generation_for(r.accelerator), r), r)
+        entry = {"table": r.table, "nccl_version": r.nccl_version, "gpus": r.gpus, "size_bytes": r.size_bytes, "collective": r.collective,
                  "choice": est.schedule, "predicted_s": est.time_s}
         if r.time_s is not None:
             entry.update(measured_s=r.time_s, error=est.time_s / r.time_s - 1.0)

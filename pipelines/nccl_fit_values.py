@@ -28,9 +28,14 @@ def bus_factor(collective: str, n: int) -> float:
     return BUSBW_FACTORS[collective](n)
 
 
+# YAML key -> Generation field, where the YAML writes the value with a unit
+SCALAR_FIELDS = {"nvls_rank_latency": "nvls_rank_latency_s", "cuda_graph_saving": "cuda_graph_saving_s"}
+TIME_KEYS = ("hop_latency", "nvls_rank_latency", "cuda_graph_saving")
+
+
 def value_at(gen, path, scalars=()):
     if path[0] in scalars:
-        return getattr(gen, path[0])
+        return getattr(gen, SCALAR_FIELDS.get(path[0], path[0]))
     table, transport, row, proto = path
     return (gen.hop_latency_s if table == "hop_latency" else gen.efficiency)[transport][row][proto]
 
@@ -45,7 +50,7 @@ def with_values(gen, values: dict, tied: dict, *, scalars=(), ring_channels: int
     fields = {}
     for path, value in every.items():
         if path[0] in scalars:
-            fields[path[0]] = value
+            fields[SCALAR_FIELDS.get(path[0], path[0])] = value
             continue
         table, transport, row, proto = path
         (hop if table == "hop_latency" else eff).setdefault(transport, {}).setdefault(row, {})[proto] = value
@@ -57,8 +62,10 @@ def with_values(gen, values: dict, tied: dict, *, scalars=(), ring_channels: int
 
 def format_value(table: str, value) -> str:
     """How a fitted value is written into conf/network/nccl.yaml."""
-    if table == "hop_latency":
+    if table in TIME_KEYS:
         return f"{value * 1e6:.4g}us"
     if table == "channels":
         return str(int(value))
+    if table.endswith("_Bps"):
+        return f"{value:.4e}"
     return f"{value:.4g}"

@@ -16,10 +16,13 @@ from pipelines.specs import plain
 from pipelines.units import parse_time
 
 PARAMS_FILE = Path(__file__).resolve().parent.parent / "conf" / "network" / "nccl.yaml"
-TOP_KEYS = ("name", "algorithm", "protocol", "generations", "collnet")
-GENERATION_KEYS = ("accelerators", "channels", "protocols", "nvls_chunk_bytes", "nvls_overlap_chunks",
+TOP_KEYS = ("name", "algorithm", "protocol", "nccl_version", "versions", "cuda_graph", "generations", "collnet")
+VERSION_KEYS = ("nvls_partition", "nvls_align_bytes")
+GENERATION_KEYS = ("accelerators", "channels", "protocols", "nvls_chunk_bytes", "nvls_overlap_chunks", "nvls_channel_Bps",
+                   "nvls_rank_latency", "cuda_graph_saving",
                    "p2p_ll_threshold_bytes", "p2p_level",
-                   "base_latency", "hop_latency", "efficiency")
+                   "base_latency", "hop_latency", "efficiency", "tuning")
+TUNING_KEYS = ("link_GBps", "ll_max_GBps", "ring_ll128_per_channel_GBps", "nvls_efficiency", "base_latency", "hop_latency")
 
 
 # Explicit keyed caches (safe to clear): the parameter file by (mtime, size), parsed generations by their
@@ -114,8 +117,15 @@ def generation_spec(name: str, d: Mapping[str, Any]):
             kw[key] = _whole(d[key], f"{where}.{key}")
     if "p2p_level" in d:
         kw["p2p_level"] = str(d["p2p_level"]).lower()
-    if "nvls_overlap_chunks" in d:
-        kw["nvls_overlap_chunks"] = _number(d["nvls_overlap_chunks"], f"{where}.nvls_overlap_chunks")
+    for key in ("nvls_overlap_chunks", "nvls_channel_Bps"):
+        if key in d:
+            kw[key] = _number(d[key], f"{where}.{key}")
+    for key in ("nvls_rank_latency", "cuda_graph_saving"):
+        if key in d:
+            kw[f"{key}_s"] = _time(d[key], f"{where}.{key}")
+    if "tuning" in d:
+        kw["tuning"] = {str(v): tuning_spec(t, f"{where}.tuning.{v}")
+                        for v, t in _mapping(d["tuning"], f"{where}.tuning").items()}
     return Generation(
         name=name, accelerators=tuple(accs),
         channels={k: _whole(v, f"{where}.channels.{k}") for k, v in _mapping(d["channels"], f"{where}.channels").items()},
@@ -126,6 +136,20 @@ def generation_spec(name: str, d: Mapping[str, Any]):
         efficiency={t: _table(rows, f"{where}.efficiency.{t}", _number)
                     for t, rows in _mapping(d["efficiency"], f"{where}.efficiency").items()},
         **kw)
+
+
+def tuning_spec(value: Any, where: str):
+    """One release's NCCL tuner table (numbers as tuning.cc writes them: GB/s, us)."""
+    from fabrics.network.nccl.params import TuningTable
+
+    d = _mapping(value, where)
+    _unknown(d, TUNING_KEYS, where)
+    for key in TUNING_KEYS:
+        if key not in d:
+            raise SpecError(f"{where}.{key} is missing (src/graph/tuning.cc)")
+    return TuningTable(**{k: _number(d[k], f"{where}.{k}") for k in TUNING_KEYS[:4]},
+                       base_latency_us=_table(d["base_latency"], f"{where}.base_latency", _number),
+                       hop_latency_us=_table(d["hop_latency"], f"{where}.hop_latency", _number))
 
 
 def nccl_spec(network_mapping: Any):
@@ -140,20 +164,60 @@ def nccl_spec(network_mapping: Any):
     gens = net.get("generations")
     if gens is None:
         gens = _file_mapping()["generations"]
-    generations = _generations(_mapping(gens, "network.generations"))
+    versions = versions_spec(net["versions"] if "versions" in net else _file_mapping().get("versions", {}))
+    version = str(net.get("nccl_version") or _file_mapping().get("nccl_version") or "default")
+    if versions and version not in versions:
+        raise SpecError(f"network.nccl_version={version!r} is not a known NCCL release; choose one of: "
+                        f"{', '.join(versions)} (conf/network/nccl.yaml versions)")
+    generations = _generations(_mapping(gens, "network.generations"), versions.get(version))
     return NcclSpec(algorithm=str(net.get("algorithm") or "auto").lower(),
                     protocol=str(net.get("protocol") or "auto").lower(),
+                    nccl_version=version, versions=versions, cuda_graph=cuda_graph_flag(net.get("cuda_graph")),
                     generations=generations,
                     collnet=collnet_spec(net.get("collnet", _file_mapping().get("collnet")), generations))
 
 
-def _generations(gens: dict) -> tuple:
-    import json
+def cuda_graph_flag(value: Any) -> bool:
+    """``network.cuda_graph`` as a boolean: true / false; ``auto`` (or absent) reads as false here, graph off
+    as nccl-tests runs -- ``pipelines.network`` resolves auto from the engine before it gets here."""
+    if isinstance(value, bool):
+        return value
+    text = "auto" if value is None else str(value).lower()
+    if text in ("auto", "false", "off", "no"):
+        return False
+    if text in ("true", "on", "yes"):
+        return True
+    raise SpecError(f"network.cuda_graph={value!r} is not one of auto, true, false")
 
-    key = json.dumps(gens, sort_keys=True, default=repr)
+
+def versions_spec(value: Any) -> dict:
+    """The ``versions`` table: NCCL release -> ``NcclVersion`` (what that release does differently)."""
+    from fabrics.network.nccl.params import NcclVersion
+
+    out = {}
+    for name, d in _mapping(value, "network.versions").items():
+        where = f"network.versions.{name}"
+        d = _mapping(d, where)
+        _unknown(d, VERSION_KEYS, where)
+        kw = {}
+        if "nvls_partition" in d:
+            kw["nvls_partition"] = str(d["nvls_partition"]).lower()
+        if "nvls_align_bytes" in d:
+            kw["nvls_align_bytes"] = _whole(d["nvls_align_bytes"], f"{where}.nvls_align_bytes")
+        out[name] = NcclVersion(name=name, **kw)
+    return out
+
+
+def _generations(gens: dict, version=None) -> tuple:
+    import json
+    from dataclasses import replace
+
+    key = json.dumps([gens, None if version is None else repr(version)], sort_keys=True, default=repr)
     hit = _GENERATIONS_CACHE.get(key)
     if hit is None:
         hit = tuple(generation_spec(name, g) for name, g in gens.items())
+        if version is not None:
+            hit = tuple(replace(g, version=version) for g in hit)
         if len(_GENERATIONS_CACHE) >= _CACHE_KEEP:
             _GENERATIONS_CACHE.clear()
         _GENERATIONS_CACHE[key] = hit
@@ -201,4 +265,4 @@ def collnet_spec(value: Any, generations: tuple) -> tuple:
     return tuple(collnet_generation(name, d) for name, d in blocks.items())
 
 
-__all__ = ["nccl_spec", "generation_spec", "collnet_spec", "default_mapping", "clear_caches", "PARAMS_FILE"]
+__all__ = ["nccl_spec", "generation_spec", "versions_spec", "cuda_graph_flag", "collnet_spec", "default_mapping", "clear_caches", "PARAMS_FILE"]

@@ -576,10 +576,22 @@ def network_spec(cfg: Any):
     if name == "simlette":
         return name, simlette_spec(net)
     if name == "nccl":
-        return name, _nccl_spec(net)
+        return name, _nccl_spec(nccl_with_graph_flag(cfg, net))
     from fabrics.network.registry import NETWORK_MODELS
 
     raise SpecError(f"network={name!r} is not available; choose one of: {', '.join(NETWORK_MODELS.names())}")
+
+
+def nccl_with_graph_flag(cfg: Any, net: Mapping[str, Any]) -> dict:
+    """``net`` with ``cuda_graph`` a plain boolean: ``auto`` is true where the engine that runs is
+    ``cuda_graph`` (pipelines.specs.engine_name; gx collective has no engine: graph off, as nccl-tests)."""
+    from pipelines.specs import engine_name
+
+    net = dict(net)
+    flag = net.get("cuda_graph")
+    if flag is None or str(flag).lower() == "auto":
+        net["cuda_graph"] = engine_name(cfg) == "cuda_graph"
+    return net
 
 
 def _nccl_spec(net: Mapping[str, Any]):

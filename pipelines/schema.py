@@ -167,6 +167,9 @@ class NetworkSchema:
     protocol: Optional[str] = None  # nccl: auto | ll | ll128 | simple (NCCL_PROTO)
     generations: Any = None  # nccl: fitted parameters per system generation (pipelines.nccl_params)
     collnet: Any = None  # nccl: CollNet / SHARP constants per generation (pipelines.nccl_params.collnet_spec)
+    nccl_version: Any = None  # nccl: the NCCL release priced (a key of versions; default the newest measured)
+    versions: Any = None  # nccl: what each NCCL release does differently (conf/network/nccl.yaml)
+    cuda_graph: Any = None  # nccl: auto | true | false (auto: true where engine resolves to cuda_graph)
 
 
 @schema("fabric")

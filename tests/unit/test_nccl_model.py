@@ -144,3 +144,29 @@ def test_alltoallv_prices_the_busiest_rank_of_its_demand_matrix():
 def test_single_rank_and_empty_calls_cost_nothing():
     m = build_network_model("nccl", cluster(gpus=1), SPEC, 1)
     assert price(m, "allreduce", ((0,),), MiB).time_s == 0.0
+
+
+def _at(version: str):
+    return nccl_spec({**default_mapping(), "nccl_version": version}).generation_for("h200")
+
+
+def test_nvls_channel_partition_per_release():
+    """2.18.5 loops channel by channel (a 64 KiB message on channel 0; 16 KiB chunks below 8 MiB on 8 GPUs);
+    2.20.5 splits over 16 channels in 4 KiB steps, 2.30.7 in 16 KiB cells (enqueue.cc per release)."""
+    old, mid, new = _at("2.18.5"), _at("2.20.5"), _at("2.30.7")
+    assert cost.nvls_chunk(old, 8, 16, 1 * MiB) == 16384 and cost.nvls_chunk(old, 8, 16, 1 * GiB) == 131072
+    assert cost.nvls_channel_bytes(old, 8, 16, 64 * 1024) == 64 * 1024
+    assert cost.nvls_channel_bytes(old, 8, 16, 1 * MiB) == 128 * 1024  # 8 channels x 8 heads x 16 KiB
+    assert cost.nvls_channel_bytes(mid, 8, 16, 64 * 1024) == 4096
+    assert cost.nvls_channel_bytes(new, 8, 16, 64 * 1024) == 16384
+    assert cost.nvls_channel_bytes(new, 8, 16, 1000) == 1000
+    for g in (old, mid, new):  # large messages: every release fills all channels alike
+        assert cost.nvls_channel_bytes(g, 8, 16, 8 * GiB) == 8 * GiB // 16
+
+
+def test_nccl_version_default_and_bad_value():
+    assert SPEC.nccl_version == "2.30.7" and HOPPER.version.name == "2.30.7"
+    with pytest.raises(SpecError, match="nccl_version='2.99.0'"):
+        nccl_spec({**default_mapping(), "nccl_version": "2.99.0"})
+    with pytest.raises(SpecError, match="nvls_partition"):
+        nccl_spec({**default_mapping(), "versions": {"2.30.7": {"nvls_partition": "spiral"}}})

@@ -69,3 +69,19 @@ def test_bad_generation_values_name_the_key():
 def test_unknown_accelerator_names_the_known_ones():
     with pytest.raises(SpecError, match="no parameters for accelerator rx00; known: h100, h200"):
         nccl_spec(BASE).generation_for("rx00")
+
+
+def test_cuda_graph_flag_resolved_from_the_engine():
+    """network.cuda_graph=auto: true where the engine resolves to cuda_graph (decode on a GPU fabric),
+    false without an engine group (gx collective = nccl-tests without -G); the spec gets a boolean."""
+    from pipelines.network import network_spec, nccl_with_graph_flag
+
+    gpu = {"fabric": {"name": "nvswitch"}, "network": {"name": "nccl", "cuda_graph": "auto"}}
+    assert nccl_with_graph_flag({**gpu, "engine": {"name": "auto"}}, gpu["network"])["cuda_graph"] is True
+    assert nccl_with_graph_flag({**gpu, "engine": {"name": "eager"}}, gpu["network"])["cuda_graph"] is False
+    assert nccl_with_graph_flag(gpu, gpu["network"])["cuda_graph"] is False  # no engine group: graph off
+    forced = {**gpu, "engine": {"name": "auto"}, "network": {"name": "nccl", "cuda_graph": False}}
+    assert network_spec(forced)[1].cuda_graph is False
+    assert network_spec({**gpu, "engine": {"name": "auto"}})[1].cuda_graph is True
+    with pytest.raises(SpecError, match="network.cuda_graph='sometimes'"):
+        nccl_spec({"cuda_graph": "sometimes"})

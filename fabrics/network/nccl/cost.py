@@ -44,6 +44,7 @@ class Links:
     inter_Bps: float  # the node's NIC bandwidth share of this group (0 on one node)
     gpu_nic_Bps: float  # one GPU's share of its node's NICs (point-to-point traffic)
     nvls: bool  # the switch reduces in-network (NVLink SHARP)
+    ports: int = 0  # NVLinks per GPU (NCCL's tuner counts its bandwidth per link)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,14 +149,49 @@ def nvls_bytes(collective: str, per_node: int, size_bytes: int, fill_bytes: int)
     return float(size_bytes)
 
 
+def nvls_chunk(gen: Generation, heads: int, channels: int, size_bytes: int) -> int:
+    """NVLS chunk size for a message (enqueue.cc, the same rule in 2.18.5, 2.20.5 and 2.30.7): from
+    NCCL_NVLS_CHUNKSIZE down to 64 / 32 / 16 KiB below 64 / 8 / 2 x channels x heads x chunk bytes."""
+    chunk = gen.nvls_chunk_bytes
+    ops = channels * heads
+    for factor, smaller in ((64, 65536), (8, 32768), (2, 16384)):
+        if size_bytes < factor * ops * chunk and chunk > smaller:
+            chunk = smaller
+    return chunk
+
+
+def nvls_channel_bytes(gen: Generation, heads: int, channels: int, size_bytes: int) -> int:
+    """Bytes the busiest NVLS channel carries under the release's partition (params.NVLS_PARTITIONS).
+
+    "loop" (enqueue.cc / all_reduce.h v2.18.5-1): channel ``bid`` takes ``heads x chunk`` at offset
+    ``gridOffset + bid x heads x chunk`` of each loop of ``channels x heads x chunk``: channel 0 carries
+    the whole of a message up to heads x chunk (128 KiB on 8 GPUs). "even" (enqueue.cc v2.20.5-1
+    ``countPerChannels = DIVUP(count, nChannels)`` aligned to NCCL_SIMPLE_ALIGNMENT 4 KiB; v2.22+ in
+    cells of MinTrafficPerChannel / 2 = 16 KiB for all-reduce): 1/channels of it, rounded up."""
+    version = gen.version
+    if version.nvls_partition == "loop":
+        per_loop = heads * nvls_chunk(gen, heads, channels, size_bytes)
+        loops, rest = divmod(size_bytes, channels * per_loop)
+        return loops * per_loop + min(per_loop, rest)
+    share = -(-size_bytes // channels)
+    align = version.nvls_align_bytes
+    return min(size_bytes, -(-share // align) * align)
+
+
 def nvls(gen: Generation, links: Links, place: Placement, collective: str, protocol: str,
          size_bytes: int) -> Estimate:
     """NVLS (in-switch reduction) inside one NVLink domain: latency base + one NVLS hop (tuning.cc:
-    latency = intraLat), bandwidth over the GPU's NVLink at the NVLS efficiency, all NVLS channels."""
-    fill = int(gen.nvls_overlap_chunks * gen.channel_count("nvls") * gen.nvls_chunk_bytes)
-    latency = gen.base("nvls", "simple") + gen.hop(links.intra_transport, "nvls", "simple")
+    latency = intraLat) + a per-GPU term (the kernel walks the n heads); bandwidth over the GPU's NVLink at the NVLS efficiency, all NVLS channels, or
+    the busiest channel's bytes at one channel's rate where that is slower (all-reduce)."""
+    channels = gen.channel_count("nvls")
+    fill = int(gen.nvls_overlap_chunks * channels * gen.nvls_chunk_bytes)
+    latency = (gen.base("nvls", "simple") + gen.hop(links.intra_transport, "nvls", "simple")
+               + place.ranks * gen.nvls_rank_latency_s)
     rate = _rate(gen, links.intra_transport, "nvls", "simple", links.intra_Bps)
-    return Estimate("nvls", "simple", latency, nvls_bytes(collective, place.ranks, size_bytes, fill) / rate)
+    bw_s = nvls_bytes(collective, place.ranks, size_bytes, fill) / rate
+    if collective == "allreduce" and gen.nvls_channel_Bps > 0:
+        bw_s = max(bw_s, nvls_channel_bytes(gen, place.ranks, channels, size_bytes) / gen.nvls_channel_Bps)
+    return Estimate("nvls", "simple", latency, bw_s)
 
 
 def nvls_tree(gen: Generation, links: Links, place: Placement, collective: str, protocol: str,
@@ -164,7 +200,7 @@ def nvls_tree(gen: Generation, links: Links, place: Placement, collective: str, 
     the node-local NVLS and the inter-node tree are pipelined, the busier one sets the pace."""
     p, m = place.per_node, place.nodes
     latency = (gen.base("nvls_tree", "simple") + gen.hop(links.intra_transport, "nvls_tree", "simple")
-               + 2 * _log2_ceil(m) * gen.hop("net", "nvls_tree", "simple"))
+               + p * gen.nvls_rank_latency_s + 2 * _log2_ceil(m) * gen.hop("net", "nvls_tree", "simple"))
     inter = _tree_inter_bytes(m, size_bytes) / _rate(gen, "net", "nvls_tree", "simple", links.inter_Bps)
     intra = 0.0
     if p > 1:
@@ -188,7 +224,14 @@ def p2p(gen: Generation, links: Links, protocol: str, intra_bytes: float, inter_
     return Estimate("p2p", protocol, latency, bw_s)
 
 
+def graph_launched(gen: Generation, est: Estimate) -> Estimate:
+    """``est`` launched inside a CUDA graph: the generation's launch saving off its latency (not below 0)."""
+    if est.algorithm == "none" or gen.cuda_graph_saving_s <= 0:
+        return est
+    return Estimate(est.algorithm, est.protocol, max(0.0, est.latency_s - gen.cuda_graph_saving_s), est.bandwidth_s)
+
+
 COLLECTIVE_ALGORITHMS = {"ring": ring, "tree": tree, "nvls": nvls, "nvls_tree": nvls_tree}
 
 __all__ = ["Placement", "Links", "Estimate", "channels_used", "ring", "tree", "nvls", "nvls_tree", "p2p",
-           "nvls_bytes", "COLLECTIVE_ALGORITHMS"]
+           "nvls_bytes", "nvls_chunk", "graph_launched", "nvls_channel_bytes", "COLLECTIVE_ALGORITHMS"]

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from fabrics.network.nccl import collnet, tuner
-from fabrics.network.nccl.cost import Estimate, Links, Placement, p2p
+from fabrics.network.nccl.cost import Estimate, Links, Placement, graph_launched, p2p
 from fabrics.network.nccl.params import NcclSpec
 from fabrics.network.protocol import (CollectiveCall, Completion, DemandEntry, NetworkReport, check_in_demand,
                                       schedules_by_row)
@@ -37,6 +37,7 @@ class GpuSystem:
         self.accelerator = node.name
         self.intra_Bps = node.nvlink_bandwidth_Bps
         self.nvls = bool(node.nvls)
+        self.ports = int(getattr(node, "nvlink_ports", 0) or 0)
         out = cluster.scale_out
         self.nic_Bps = 0.0 if out is None else out.nics_per_node * out.nic_rate_Bps
         self.nodes_per_leaf = 1 if out is None else out.nodes_per_leaf
@@ -58,7 +59,7 @@ class GpuSystem:
             nic /= self.oversubscription
         share = per_node[busiest] / active[busiest]
         links = Links(intra_transport=self.intra_transport, intra_Bps=self.intra_Bps, inter_Bps=nic * share if nodes > 1 else 0.0,
-                      gpu_nic_Bps=nic / active[busiest], nvls=self.nvls)
+                      gpu_nic_Bps=nic / active[busiest], nvls=self.nvls, ports=self.ports)
         return links, Placement(ranks=len(group), nodes=nodes, per_node=max(per_node.values()))
 
 
@@ -130,7 +131,13 @@ class NcclNetwork:
 
     def estimate(self, collective: str, group: Sequence[int], size_bytes: int, links: Links, place: Placement,
                  demand=None) -> Estimate:
-        """One group's estimate for ``collective`` of ``size_bytes`` per rank."""
+        """One group's estimate for ``collective`` of ``size_bytes`` per rank (graph-launched where
+        ``spec.cuda_graph``)."""
+        est = self._estimate(collective, group, size_bytes, links, place, demand)
+        return graph_launched(self.gen, est) if self.spec.cuda_graph else est
+
+    def _estimate(self, collective: str, group: Sequence[int], size_bytes: int, links: Links, place: Placement,
+                  demand=None) -> Estimate:
         if place.ranks <= 1 or collective == "none" or size_bytes <= 0 and demand is None:
             return Estimate("none", "none", 0.0, 0.0)
         if collective in tuner.P2P_COLLECTIVES:

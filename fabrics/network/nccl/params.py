@@ -33,6 +33,11 @@ TRANSPORTS = ("nvlink", "pci", "pci_rc", "shm", "shm_sys", "net")
 P2P_LEVELS = ("none", "pix", "pxb", "phb", "sys")
 # NCCL runs NVLS and NVLS-tree with the Simple protocol only (tuning.cc: `p != NCCL_PROTO_SIMPLE`).
 SIMPLE_ONLY = ("nvls", "nvls_tree")
+# How an NCCL release spreads an NVLS all-reduce over its channels (enqueue.cc, per release):
+# "loop" (<= 2.18): loops of channels x heads x chunk, channel c taking the c-th heads x chunk of each loop,
+# so a small message runs on the first channel(s) only; "even" (>= 2.19): the count split evenly over
+# the channels, each share rounded up to an alignment (4 KiB in 2.19-2.21, 16 KiB cells from 2.22).
+NVLS_PARTITIONS = ("loop", "even")
 
 
 def _check_number(where: str, value, low: float, high: float | None = None) -> None:
@@ -70,6 +75,48 @@ class ProtocolShape:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class NcclVersion:
+    """What one NCCL release does differently that the model prices (conf/network/nccl.yaml ``versions``,
+    each value with its NCCL source file and release in a comment)."""
+
+    name: str = "default"
+    nvls_partition: str = "even"  # one of NVLS_PARTITIONS
+    nvls_align_bytes: int = 4096  # "even": a channel's share is rounded up to this many bytes
+
+    def __post_init__(self) -> None:
+        where = f"network.versions.{self.name}"
+        if self.nvls_partition not in NVLS_PARTITIONS:
+            raise SpecError(f"{where}.nvls_partition={self.nvls_partition!r} is unknown; choose one of: "
+                            f"{', '.join(NVLS_PARTITIONS)}")
+        value = self.nvls_align_bytes
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SpecError(f"{where}.nvls_align_bytes={value!r} must be a whole number of bytes >= 1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TuningTable:
+    """NCCL's own tuner table for one generation at one release (``src/graph/tuning.cc``): what NCCL
+    *predicts* and chooses by, not what the hardware takes (the fitted tables price the time)."""
+
+    link_GBps: float  # NCCL's NVLink bandwidth per link (src/graph/topo.h SM90_NVLINK_BW 20.6, SM100 40.1)
+    ll_max_GBps: float  # llMaxBws[compCap][one node]
+    ring_ll128_per_channel_GBps: float  # perChMaxRingLL128Bws[compCap][one node]
+    nvls_efficiency: float  # nvlsEfficiency[compCap]
+    base_latency_us: Mapping[str, Mapping[str, float]]  # baseLatencies: ring / nvls -> protocol -> us
+    hop_latency_us: Mapping[str, Mapping[str, float]]  # hwLatencies[NVLINK]: ring / nvls -> protocol -> us
+
+    def __post_init__(self) -> None:
+        for name in ("link_GBps", "ll_max_GBps", "ring_ll128_per_channel_GBps"):
+            _check_number(f"network.generations.*.tuning.{name}", getattr(self, name), 1e-9)
+        _check_number("network.generations.*.tuning.nvls_efficiency", self.nvls_efficiency, 0.0, 1.0)
+        for where, table in (("base_latency", self.base_latency_us), ("hop_latency", self.hop_latency_us)):
+            for row in ("ring", "nvls"):
+                if row not in table:
+                    raise SpecError(f"network.generations.*.tuning.{where}.{row} is missing (tuning.cc)")
+            _check_table(f"network.generations.*.tuning.{where}", table, 0.0, 1e3)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Generation:
     """One system generation's parameters (e.g. Hopper HGX NVSwitch, Blackwell NVL72)."""
 
@@ -84,6 +131,21 @@ class Generation:
     # chunks per channel an NVLS all-reduce moves before its reduce and broadcast halves overlap
     # (the pipeline's fill, see cost.nvls_bytes); fitted
     nvls_overlap_chunks: float = 1.0
+    # one NVLS channel's (one SM's) rate through its scatter / multimem reduce / gather pipeline: the
+    # busiest channel's bytes (cost.nvls_channel_bytes, set by the release's partition) over this rate
+    # bound the time of a small or unevenly spread message; fitted (0: no per-channel bound)
+    nvls_channel_Bps: float = 0.0
+    # NVLS latency per GPU of the domain: the one-node NVLS kernel's scatter and gather walk the heads
+    # (one per GPU) one after another (src/device/all_reduce.h + prims_simple.h ScatterGatherOp, v2.28.7-1);
+    # fitted where the set has NVLS latency rows at several GPU counts
+    nvls_rank_latency_s: float = 0.0
+    # the per-collective launch cost a CUDA graph removes (the calibration tables run graph off, nccl-tests
+    # without -G; NVIDIA/nccl #1259 gives a small all-reduce with graphs); fitted where the set has a row
+    cuda_graph_saving_s: float = 0.0
+    version: NcclVersion = field(default_factory=NcclVersion)  # the NCCL release priced (NcclSpec.nccl_version)
+    # NCCL's own tuner table per release (the algorithm/protocol CHOICE inside one node); a release
+    # without one chooses by least fitted time
+    tuning: Mapping[str, TuningTable] = field(default_factory=dict)
     p2p_ll_threshold_bytes: int = 16384  # enqueue.cc: NCCL_P2P_LL_THRESHOLD (LL below, Simple above)
     ring_ll_threshold_per_rank: bool = True  # tuning.cc: ring LL thread threshold *= nRanks
     # PCIe servers only: the farthest path P2P is used on (NCCL_P2P_LEVEL); beyond it NCCL uses SHM.
@@ -114,6 +176,9 @@ class Generation:
         if self.p2p_level not in P2P_LEVELS:
             raise SpecError(f"{where}.p2p_level={self.p2p_level!r} is unknown; choose one of: {', '.join(P2P_LEVELS)}")
         _check_number(f"{where}.nvls_overlap_chunks", self.nvls_overlap_chunks, 0.0, 64.0)
+        _check_number(f"{where}.nvls_channel_Bps", self.nvls_channel_Bps, 0.0)
+        _check_number(f"{where}.nvls_rank_latency_s", self.nvls_rank_latency_s, 0.0, 1e-3)
+        _check_number(f"{where}.cuda_graph_saving_s", self.cuda_graph_saving_s, 0.0, 1e-3)
         for name in ("nvls_chunk_bytes", "p2p_ll_threshold_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -159,7 +224,11 @@ class NcclSpec:
 
     algorithm: str = "auto"  # auto | one of ALGORITHMS
     protocol: str = "auto"  # auto | one of PROTOCOLS
-    generations: tuple[Generation, ...] = ()
+    generations: tuple[Generation, ...] = ()  # each carries the NcclVersion named by nccl_version
+    nccl_version: str = "default"  # the NCCL release priced (network.nccl_version), a key of versions
+    versions: Mapping[str, NcclVersion] = field(default_factory=dict)
+    # collectives launched inside a CUDA graph (network.cuda_graph; pipelines resolves auto from the engine)
+    cuda_graph: bool = False
     # CollNet / SHARP constants per generation (fabrics.network.nccl.collnet.CollNetParams; used on
     # fabric=gpu_cluster with fabric.sharp=true)
     collnet: tuple = ()
@@ -176,6 +245,11 @@ class NcclSpec:
                             f"network.protocol={self.protocol}; use network.protocol=simple or auto")
         if not self.generations:
             raise SpecError("network.generations is empty; conf/network/nccl.yaml must list at least one")
+        if not isinstance(self.cuda_graph, bool):
+            raise SpecError(f"network.cuda_graph={self.cuda_graph!r} must be true or false (or auto in the config)")
+        if self.versions and self.nccl_version not in self.versions:
+            raise SpecError(f"network.nccl_version={self.nccl_version!r} is not a known NCCL release; choose one of: "
+                            f"{', '.join(self.versions)} (conf/network/nccl.yaml versions)")
         seen: dict[str, str] = {}
         for gen in self.generations:
             for acc in gen.accelerators:
@@ -194,4 +268,5 @@ class NcclSpec:
                         "(add it to a generation's accelerators in conf/network/nccl.yaml)")
 
 
-__all__ = ["ALGORITHMS", "PROTOCOLS", "ROWS", "TRANSPORTS", "P2P_LEVELS", "SIMPLE_ONLY", "ProtocolShape", "Generation", "NcclSpec"]
+__all__ = ["ALGORITHMS", "PROTOCOLS", "ROWS", "TRANSPORTS", "P2P_LEVELS", "SIMPLE_ONLY", "NVLS_PARTITIONS", "ProtocolShape",
+           "NcclVersion", "TuningTable", "Generation", "NcclSpec"]

@@ -58,9 +58,50 @@ def candidates(gen: Generation, links: Links, place: Placement, collective: str,
     return collnet.with_sharp(out, sharp, links, place, collective)  # CollNet / NVLS over SHARP
 
 
-def choose(gen: Generation, links: Links, place: Placement, collective: str, size_bytes: int, *,
-           algorithm: str = "auto", protocol: str = "auto", sharp: collnet.Sharp | None = None) -> Estimate:
-    """The estimate NCCL's tuner would run: the least predicted time among the allowed pairs."""
+def nccl_predicted_us(table, links: Links, place: Placement, collective: str, pair: tuple[str, str], channels: int,
+                      size_bytes: int) -> float:
+    """NCCL's own predicted time (us) of one pair inside one node (src/graph/tuning.cc ncclTopoTuneModel and
+    ncclTopoGetAlgoTime, v2.28.7 / v2.30.7): lat + bytes / (1000 x bw), bw a bus bandwidth from the
+    graph's NVLink bandwidth (links x NCCL's per-link figure) and protocol caps, over nRanks / nsteps."""
+    row, proto = pair
+    n = place.ranks
+    total = links.ports * table.link_GBps
+    nsteps = 2 * (n - 1) if collective == "allreduce" else n - 1
+    if row == "nvls":
+        bus = total * table.nvls_efficiency * (channels - 1) / channels
+        bus *= 2.0 if collective == "allreduce" else (n - 1) / n  # "AllReduce pipelines two operations"
+        algbw = bus * n / nsteps if collective == "allreduce" else bus  # AG/RS: no conversion off ring
+        latency = table.hop_latency_us["nvls"]["simple"]  # latencies = intraLat
+    else:
+        bus = {"ll": min(table.ll_max_GBps, total * 0.5),
+               "ll128": min(total * 0.92, channels * table.ring_ll128_per_channel_GBps),
+               "simple": total}[proto]
+        algbw = bus * n / nsteps
+        latency = table.base_latency_us["ring"][proto] + nsteps * table.hop_latency_us["ring"][proto]
+    return latency + size_bytes / (1000.0 * algbw)
+
+
+def nccl_tuned_pair(gen: Generation, links: Links, place: Placement, collective: str, size_bytes: int,
+                    pairs: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """The pair NCCL's own table picks among ``pairs`` (first of least time in NCCL's order), or None where
+    the model has no table for the call (another release, several nodes, a row outside ring / NVLS, PCIe)."""
+    table = gen.tuning.get(gen.version.name)
+    if table is None or place.nodes > 1 or links.ports < 1 or collective not in ("allreduce", "allgather",
+                                                                                   "reducescatter"):
+        return None
+    if any(row not in ("ring", "nvls") for row, _ in pairs):
+        return None
+    best, best_us = None, float("inf")
+    for pair in pairs:
+        us = nccl_predicted_us(table, links, place, collective, pair, gen.channel_count(pair[0]), size_bytes)
+        if us < best_us:
+            best, best_us = pair, us
+    return best
+
+
+def allowed(gen: Generation, links: Links, place: Placement, collective: str, algorithm: str,
+            protocol: str, sharp: collnet.Sharp | None = None) -> list[tuple[str, str]]:
+    """The candidate pairs after a forced algorithm / protocol (each ignored where it leaves none)."""
     pairs = candidates(gen, links, place, collective, sharp)
     if algorithm != "auto":
         pairs = [p for p in pairs if p[0] == algorithm] or pairs
@@ -69,6 +110,17 @@ def choose(gen: Generation, links: Links, place: Placement, collective: str, siz
     if not pairs:
         raise SpecError(f"network=nccl: no algorithm of generation {gen.name} runs {collective} on "
                         f"{place.ranks} ranks over {place.nodes} node(s); add its rows to conf/network/nccl.yaml")
+    return pairs
+
+
+def choose(gen: Generation, links: Links, place: Placement, collective: str, size_bytes: int, *,
+           algorithm: str = "auto", protocol: str = "auto", sharp: collnet.Sharp | None = None) -> Estimate:
+    """The estimate of the pair NCCL would run: chosen by NCCL's own tuner table where the generation has
+    one for the release (``nccl_tuned_pair``), else by least predicted time; priced by the fitted tables."""
+    pairs = allowed(gen, links, place, collective, algorithm, protocol, sharp)
+    tuned = nccl_tuned_pair(gen, links, place, collective, size_bytes, pairs)
+    if tuned is not None:
+        pairs = [tuned]
     best: Estimate | None = None
     for row, proto in pairs:
         est = collnet.cost_of(row, place, sharp)(gen, links, place, collective, proto, size_bytes)
@@ -88,4 +140,5 @@ def p2p_protocol(gen: Generation, per_peer_bytes: float, protocol: str) -> str:
     return "ll" if per_peer_bytes <= gen.p2p_ll_threshold_bytes else "simple"
 
 
-__all__ = ["ORDER", "P2P_COLLECTIVES", "check_forced", "candidates", "choose", "p2p_protocol"]
+__all__ = ["ORDER", "P2P_COLLECTIVES", "check_forced", "candidates", "allowed", "nccl_predicted_us", "nccl_tuned_pair",
+           "choose", "p2p_protocol"]
