@@ -171,21 +171,50 @@ def _local_options(a: int, ports: int) -> list[frozenset[int]]:
     return unique
 
 
+# Memo tables of the search, shared by every request planned in this process: each entry is a pure
+# function of its key and of the deployment's λ and R (the σ-independent tables of neither), so
+# the 72 splits and 5 batches of a search, which repeat most axes, ladders and greedy structures,
+# compute each once. Explicit and keyed (DESIGN.md); ``clear_search_tables`` (called by
+# ``fabrics.planner.clear_plan_cache``) is always safe; a table past ``_TABLE_KEEP`` entries is
+# emptied and refilled (results never depend on what a table holds).
+_STRUCTURE: dict[str, dict] = {name: {} for name in ("local_masks", "full_masks", "subgroups", "compress", "block_fold")}
+_PRICED: dict[tuple[float, float], dict[str, dict]] = {}
+_TABLE_KEEP = 2_000_000
+
+
+def clear_search_tables() -> None:
+    for table in _STRUCTURE.values():
+        table.clear()
+    _PRICED.clear()
+
+
+def _priced_tables(hop_latency_s: float, link_rate_Bps: float) -> dict[str, dict]:
+    key = (hop_latency_s, link_rate_Bps)
+    tables = _PRICED.get(key)
+    if tables is None:
+        tables = _PRICED[key] = {name: {} for name in ("prices", "times", "ladders", "raised")}
+    for table in (*tables.values(), *_STRUCTURE.values()):
+        if len(table) > _TABLE_KEEP:
+            table.clear()
+    return tables
+
+
 class _Pricer:
     """Prices an axis on an axis-local generator set; keyed cache in front of topology building."""
 
     def __init__(self, req: PlanRequest):
         self.req = req
-        self._cache: dict[tuple, AxisPrice | None] = {}
-        # per-request memo tables of ``_LeafSearch`` (shared by all partitions and port budgets)
-        self.local_masks: dict[tuple, tuple[int, ...]] = {}
-        self.full_masks: dict[tuple, tuple[int, ...] | None] = {}
-        self.times: dict[tuple, tuple[float, int | None]] = {}
-        self.ladders: dict[tuple, list] = {}
-        self.raised: dict[tuple, tuple] = {}
-        self._subgroups: dict[tuple[int, ...], int] = {}
-        self._compress: dict[tuple[int, ...], dict[int, int]] = {}
-        self._block_fold: dict[tuple, bool] = {}
+        priced = _priced_tables(req.hop_latency_s, req.link_rate_Bps)
+        self._cache: dict[tuple, AxisPrice | None] = priced["prices"]
+        # memo tables of ``_LeafSearch`` (shared by all partitions, port budgets and requests)
+        self.times: dict[tuple, tuple[float, int | None]] = priced["times"]
+        self.ladders: dict[tuple, list] = priced["ladders"]
+        self.raised: dict[tuple, tuple] = priced["raised"]
+        self.local_masks: dict[tuple, tuple[int, ...]] = _STRUCTURE["local_masks"]
+        self.full_masks: dict[tuple, tuple[int, ...] | None] = _STRUCTURE["full_masks"]
+        self._subgroups: dict[tuple[int, ...], int] = _STRUCTURE["subgroups"]
+        self._compress: dict[tuple[int, ...], dict[int, int]] = _STRUCTURE["compress"]
+        self._block_fold: dict[tuple, bool] = _STRUCTURE["block_fold"]
 
     def compress_table(self, bits: tuple[int, ...]) -> dict[int, int]:
         """Host mask → axis-local mask for every mask inside the block ``bits``."""
