@@ -571,27 +571,38 @@ class _LeafSearch:
         needs, an axis on its supported set runs at its least-multiplied generator. ``atoms``:
         (rows owning, rows supporting, generators) — generators of one atom move together."""
         budget, time = self.budget, self.time
-        own_idx = [[i for i, m in enumerate(atoms) if r in m[0]] for r in range(len(rows))]
-        full_idx = [[i for i, m in enumerate(atoms) if r in m[1]] for r in range(len(rows))]
+        nrows = len(rows)
+        own_idx = [[i for i, m in enumerate(atoms) if r in m[0]] for r in range(nrows)]
+        full_idx = [[i for i, m in enumerate(atoms) if r in m[1]] if rows[r][4] is not None else None
+                    for r in range(nrows)]
         size = [m[2] for m in atoms]
+        # raising row r's own generators changes its own term and those of the rows whose supported
+        # set shares an atom with them; every other row keeps its term
+        touched = [[q for q in range(nrows) if q == r or (full_idx[q] is not None and set(full_idx[q]) & set(own_idx[r]))]
+                   for r in range(nrows)]
+        terms: dict[tuple[int, int, int], float] = {}  # (row, p own, p supported) -> w·T of the row
 
-        def objective(pg: list[int], ps: list[int]) -> float:
-            total = 0.0
-            for r, (k, w, ol, _, fl, _) in enumerate(rows):
-                to, ho = time(k, ol, ps[r])
+        def term(r: int, p_own: int, pg: list[int]) -> float:
+            p_full = 0 if full_idx[r] is None else min(pg[i] for i in full_idx[r])
+            key = (r, p_own, p_full)
+            hit = terms.get(key)
+            if hit is None:
+                k, w, ol, _, fl, _ = rows[r]
+                to, ho = time(k, ol, p_own)
                 if fl is not None:
-                    tf, hf = time(k, fl, min(pg[i] for i in full_idx[r]))
+                    tf, hf = time(k, fl, p_full)
                     if hf is not None and (ho is None or tf <= to):
                         to = tf
-                total += w * to
-            return total
+                hit = terms[key] = w * to
+            return hit
 
-        ps = [1] * len(rows)
+        ps = [1] * nrows
         pg = [1] * len(atoms)
+        current = [term(r, 1, pg) for r in range(nrows)]
         used = n
         while True:
             best = None
-            for r in range(len(rows)):
+            for r in range(nrows):
                 p = ps[r] + 1
                 extra = 0
                 for i in own_idx[r]:
@@ -605,12 +616,17 @@ class _LeafSearch:
                         trial_pg[i] = p
                 trial = list(ps)
                 trial[r] = p
-                o = objective(trial_pg, trial)
+                trial_terms = list(current)
+                for q in touched[r]:
+                    trial_terms[q] = term(q, trial[q], trial_pg)
+                o = 0.0  # Σ w·T summed in row order, as ``_Evaluator.objective`` does
+                for t in trial_terms:
+                    o += t
                 if o < obj - 1e-15 and (best is None or (o, used + extra) < best[:2]):
-                    best = (o, used + extra, trial, trial_pg)
+                    best = (o, used + extra, trial, trial_pg, trial_terms)
             if best is None:
                 return obj, tuple(ps), used
-            obj, used, ps, pg = best
+            obj, used, ps, pg, current = best
 
 
 def _search_partition(req, axes, bits, pricer, budget, bound: float | None = None):
@@ -678,24 +694,36 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
 
         dfs(0, 0)
         return result()
-    # coordinate descent from the plain cube (every ladder starts with its cheapest option)
-    picks = {k: ladders[k][0] for k in active}
+    # Coordinate descent from the plain cube (every ladder starts with its cheapest option). A leaf
+    # already tried in this descent is not tried again: it did not improve on the best of its time,
+    # the best only falls, and a leaf's candidate can only rise as the best falls (a lower best
+    # skips the greedy or prunes it), so it cannot improve now; skipping it changes nothing.
+    picks = [0] * len(active)  # option index per active axis
+    tried: set[tuple[int, ...]] = set()
 
-    def at(p: dict) -> tuple[tuple, list[tuple], int]:
+    def at(index: list[int]) -> tuple[tuple, list[tuple], int]:
         host = 0
-        for k in active:
-            host |= p[k][1][1]
-        return tuple(p[k][0] for k in active), [(k, p[k][1]) for k in active], host
+        chosen = []
+        for k, j in zip(active, index):
+            opt = ladders[k][j][1]
+            host |= opt[1]
+            chosen.append((k, opt))
+        return tuple(index), chosen, host
 
+    tried.add(tuple(picks))
     current = leaf(*at(picks), None)
     if current is None:
         return None
     for _ in range(2 * len(active) + 2):
         changed = False
-        for k in active:
-            for opt in ladders[k]:
-                trial = dict(picks)
-                trial[k] = opt
+        for i, k in enumerate(active):
+            for j in range(len(ladders[k])):
+                trial = list(picks)
+                trial[i] = j
+                key = tuple(trial)
+                if key in tried:
+                    continue
+                tried.add(key)
                 cand = leaf(*at(trial), None)
                 if cand is not None and cand[:2] < current[:2]:
                     current, picks, changed = cand, trial, True
