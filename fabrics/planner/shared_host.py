@@ -455,7 +455,6 @@ class _LeafSearch:
         self.raised = pricer.raised
         self.subgroups = {k: pricer.subgroup(bits[k]) for k in active}
         self.min_step = min(axes[k].a for k in active)  # the cheapest multiplicity step: a plain-cube axis
-        self._seen: dict[tuple, list] = {}
         self._contrib: dict[tuple, tuple] = {}
 
     def option(self, k: int, own: frozenset[int]) -> tuple:
@@ -493,52 +492,47 @@ class _LeafSearch:
         (an objective already reached; Eq. 1 is monotone in p). ``chosen``: (k, option) per
         active axis; ``host``: the bitset union of their own sets; ``key`` names the leaf."""
         axes, budget, lam, time = self.axes, self.budget, self.lam, self.time
-        seen = self._seen.get(key)  # coordinate descent revisits leaves: rows and prices are reused
-        if seen is None:
-            rows = []  # (k, weight, own local, own bitset, full local or None, full bitset)
-            total = floor = 0.0
-            contrib, subgroups = self._contrib, self.subgroups
-            for k, (own, own_bits, ol) in chosen:
-                fb = host & subgroups[k]
-                # axis k's row and its w·T and w·h·λ at p = 1 depend only on (own set, supported set)
-                hit = contrib.get((k, own_bits, fb))
-                if hit is None:
-                    fl = self.full_local(k, fb) if fb != own_bits else None  # own ⊆ full: larger iff different
-                    w = axes[k].weight
-                    to, ho = time(k, ol, 1)
-                    if fl is not None:
-                        tf, hf = time(k, fl, 1)
-                        if hf is not None and (ho is None or tf <= to):
-                            to, ho = tf, hf
-                    hit = contrib[(k, own_bits, fb)] = ((k, w, ol, own_bits, fl, fb), w * to,
-                                                        w * (ho * lam if ho is not None else float("inf")))
-                rows.append(hit[0])
-                total += hit[1]
-                floor += hit[2]
-            seen = self._seen[key] = [rows, total, floor, None, None]
-        rows, total, floor = seen[0], seen[1], seen[2]
+        # every leaf is visited once (the depth-first walk and the descent never repeat a key), so
+        # nothing per leaf is kept; per-axis rows are memoised by (own set, supported set)
+        rows = []  # (k, weight, own local, own bitset, full local or None, full bitset)
+        bounds = []  # per row: {spare ports: its w·T at the most multiplicity they allow}
+        total = floor = 0.0
+        contrib, subgroups = self._contrib, self.subgroups
+        for k, (own, own_bits, ol) in chosen:
+            fb = host & subgroups[k]
+            # axis k's row and its w·T and w·h·λ at p = 1 depend only on (own set, supported set)
+            hit = contrib.get((k, own_bits, fb))
+            if hit is None:
+                fl = self.full_local(k, fb) if fb != own_bits else None  # own ⊆ full: larger iff different
+                w = axes[k].weight
+                to, ho = time(k, ol, 1)
+                if fl is not None:
+                    tf, hf = time(k, fl, 1)
+                    if hf is not None and (ho is None or tf <= to):
+                        to, ho = tf, hf
+                hit = contrib[(k, own_bits, fb)] = ((k, w, ol, own_bits, fl, fb), w * to,
+                                                    w * (ho * lam if ho is not None else float("inf")), {})
+            rows.append(hit[0])
+            bounds.append(hit[3])
+            total += hit[1]
+            floor += hit[2]
         n = host.bit_count()
         ps = [1] * len(axes)
         if not (n + self.min_step <= budget and (best is None or floor < best[0])):
             return (total, n, ps)
         spare = budget - n
         if bound is not None:
-            lb = seen[3]
-            if lb is None:
-                lb = 0.0
-                for k, w, ol, ob, fl, fb in rows:
+            lb = 0.0
+            for (k, w, ol, ob, fl, fb), memo in zip(rows, bounds):
+                wt = memo.get(spare)
+                if wt is None:
                     t = time(k, ol, 1 + spare // ob.bit_count())[0]
                     if fl is not None:
                         t = min(t, time(k, fl, 1 + spare // fb.bit_count())[0])
-                    lb += w * t
-                seen[3] = lb
+                    wt = memo[spare] = w * t
+                lb += wt
             if lb > bound:
                 return None
-        if seen[4] is not None:
-            obj, raised, used = seen[4]
-            for (k, *_), p in zip(rows, raised):
-                ps[k] = p
-            return (obj, used, ps)
         # The greedy's outcome depends only on which own / supported sets each generator is in
         # (not on its mask): generators are grouped into atoms of equal membership (bitset
         # refinement) and leaves with the same atoms share the greedy's result (memo per request).
@@ -559,7 +553,6 @@ class _LeafSearch:
         hit = self.raised.get(memo)
         if hit is None:
             hit = self.raised[memo] = self._raise(rows, member, n, total)
-        seen[4] = hit
         obj, raised, used = hit
         for (k, *_), p in zip(rows, raised):
             ps[k] = p
