@@ -17,12 +17,13 @@ All meshes share one host graph Cay((Z2)^n, S) over the rank labels of N = 2^n a
    axes takes the largest multiplicity any of them requires, and an axis runs at the pace of its
    least-multiplied generator. Objective Σ w·T, T = h·λ + v·σ/(p·R) (Eq. 1), subject to
    Σ_g p_g ≤ L with shared generators counted once (Eq. 2).
-   The search is exact but fast (``_LeafSearch``): generator sets are integer bitsets, prices and
-   per-axis contributions are memoised per request, the multiplicity greedy is memoised by the
-   leaf's structure (which own / supported sets each generator is in), and a leaf whose lower
-   bound (every axis at the most multiplicity the spare ports allow it) exceeds an objective
-   already reached is not raised. Plans are bit-identical to the unmemoised search
-   (``tests/unit/test_fabrics_planner_search.py``).
+   The search is exact but fast (``_LeafSearch``): generator sets are integer bitsets, prices,
+   ladders and per-axis contributions are memoised (per process, keyed by everything they depend
+   on, λ and R included, so the requests of a search share them), the multiplicity greedy is
+   memoised by the leaf's structure (which own / supported sets each generator is in), a leaf
+   whose lower bound (every axis at the most multiplicity the spare ports allow it) exceeds an
+   objective already reached is not raised, and coordinate descent tries each leaf once. Plans
+   are bit-identical to the unmemoised search (``tests/unit/test_fabrics_planner_search.py``).
 4. **Edge colouring.** Every generator's edges form a perfect matching, so colouring edges by
    generator (p_g ports each) is proper; the colouring is checked port by port and, on failure,
    the plan is redone with one port fewer (Figure 12: "on failure: replan").
@@ -179,7 +180,7 @@ def _local_options(a: int, ports: int) -> list[frozenset[int]]:
 # emptied and refilled (results never depend on what a table holds).
 _STRUCTURE: dict[str, dict] = {name: {} for name in ("local_masks", "full_masks", "subgroups", "compress", "block_fold")}
 _PRICED: dict[tuple[float, float], dict[str, dict]] = {}
-_TABLE_KEEP = 2_000_000
+_TABLE_KEEP = 250_000  # entries per table (≈ 0.2 GB for all of them after the 360 requests of figure 4)
 
 
 def clear_search_tables() -> None:
