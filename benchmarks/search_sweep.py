@@ -19,7 +19,8 @@ it ends and the medians:
 
 ``--compare REF --cells`` measures the point work alone the same way: the six cells of batch 1
 (three fabrics x two contexts) in one fresh process per run, CPU seconds per cell, and whether
-every variant gives the same results.
+every variant gives the same results; ``--cell-list all_ocs`` runs the ten all-OCS cells (batches
+1-16 x 32K, 5M, colocated as a worker runs them) instead, or give any comma-separated list.
 """
 
 from __future__ import annotations
@@ -199,6 +200,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cell-worker", nargs="+", help=argparse.SUPPRESS)
     ap.add_argument("--cells", action="store_true", help="with --compare: point work of single cells, CPU s")
+    ap.add_argument("--cell-list", metavar="CELLS", help="with --cells: comma-separated fabric:batch:context cells "
+                    "run in order in one process (default: the six batch-1 cells); 'all_ocs' = the ten all-OCS cells")
     ap.add_argument("--compare", metavar="REF", help="before/after: git commit --after against git commit REF")
     ap.add_argument("--after", default="HEAD", help="the 'after' commit of --compare (default HEAD)")
     ap.add_argument("--tracking", choices=("on", "off"), default="on", help="MLflow in --compare runs")
@@ -210,7 +213,12 @@ def main() -> None:
         cell_worker(args.cell_worker)
         return
     if args.compare and args.cells:
-        compare_cells(args.compare, args.after, args.repeats)
+        cells = CELLS
+        if args.cell_list == "all_ocs":
+            cells = tuple(f"all_ocs:{b}:{c}" for b in (1, 2, 4, 8, 16) for c in ("32K", "5M"))
+        elif args.cell_list:
+            cells = tuple(args.cell_list.split(","))
+        compare_cells(args.compare, args.after, args.repeats, cells)
         return
     if args.compare:
         compare(args.compare, args.after, args.experiment, args.repeats, args.tracking == "on")

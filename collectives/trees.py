@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from collectives.topology import invariants, register_cache, topology_key
 
 _TREES: dict[tuple, "BalancedTree"] = register_cache({})
@@ -46,7 +48,11 @@ def balanced_tree(topo) -> BalancedTree:
     loads = []
     for k in range(1, len(inv.spheres)):
         items = inv.spheres[k]
-        options = {d: [g for g in gens if dist[topo.sub(d, g)] == k - 1] for d in items}
+        # the last hops of each delta (its generators g with dist(delta - g) = k - 1), found for the
+        # whole sphere at once; the same lists, in generator order, as testing delta by delta
+        parent = np.asarray(items, dtype=np.int64)
+        ok = [(dist[topo.sub(parent, g)] == k - 1).tolist() for g in gens]
+        options = {d: [g for g, row in zip(gens, ok) if row[i]] for i, d in enumerate(items)}
         assignment = _bottleneck_assign(items, options, gens)
         last_hop.update(assignment)
         load = {g: 0 for g in gens}

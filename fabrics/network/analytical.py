@@ -161,8 +161,9 @@ _PREPARED_KEEP = 4  # deployments whose prepared fabric (routing, circuits, pric
 @lru_cache(maxsize=128)  # explicit keyed cache: (n_bits, local generators, schedule, collective) -> arrays
 def _planned_phases(n_bits: int, generators: tuple[int, ...], schedule: str, collective: str):
     from collectives.schedules import SCHEDULES
+    from collectives.schedules.arrays import schedule_arrays
     from collectives.topology import CayleyTopology
-    from fabrics.scaleup.native import library_phases
+    from fabrics.scaleup.native import PhaseArrays, library_phases
 
     topo = CayleyTopology(n_bits=n_bits, generators=generators)
     entry = SCHEDULES.get(schedule)
@@ -170,6 +171,9 @@ def _planned_phases(n_bits: int, generators: tuple[int, ...], schedule: str, col
     if reason is not None:
         raise SpecError(f"schedule={schedule} cannot run {collective} on the planned topology {topo.describe()}: "
                         f"{reason}; use schedule=auto")
+    arrays = schedule_arrays(schedule, collective, topo)  # the same arrays, without Transfer objects
+    if arrays is not None:
+        return tuple(PhaseArrays(src=src, dst=dst, fraction=fraction) for src, dst, fraction in arrays)
     return library_phases(entry.build(topo, collective))
 
 

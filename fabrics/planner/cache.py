@@ -40,10 +40,12 @@ def attach_plan_store(store: PlanStore | None) -> PlanStore | None:
 def clear_plan_cache() -> None:
     """Empty this process's caches (an attached store keeps its plans; delete its folder to clear it)."""
     from fabrics.planner.axis_cost import clear_axis_cache
+    from fabrics.planner.shared_host import clear_search_tables
     from fabrics.planner.stacked_link import clear_circulant_cache
 
     plan_cache.clear()
     clear_axis_cache()
+    clear_search_tables()
     clear_circulant_cache()
 
 

@@ -17,12 +17,13 @@ All meshes share one host graph Cay((Z2)^n, S) over the rank labels of N = 2^n a
    axes takes the largest multiplicity any of them requires, and an axis runs at the pace of its
    least-multiplied generator. Objective Σ w·T, T = h·λ + v·σ/(p·R) (Eq. 1), subject to
    Σ_g p_g ≤ L with shared generators counted once (Eq. 2).
-   The search is exact but fast (``_LeafSearch``): generator sets are integer bitsets, prices and
-   per-axis contributions are memoised per request, the multiplicity greedy is memoised by the
-   leaf's structure (which own / supported sets each generator is in), and a leaf whose lower
-   bound (every axis at the most multiplicity the spare ports allow it) exceeds an objective
-   already reached is not raised. Plans are bit-identical to the unmemoised search
-   (``tests/unit/test_fabrics_planner_search.py``).
+   The search is exact but fast (``_LeafSearch``): generator sets are integer bitsets, prices,
+   ladders and per-axis contributions are memoised (per process, keyed by everything they depend
+   on, λ and R included, so the requests of a search share them), the multiplicity greedy is
+   memoised by the leaf's structure (which own / supported sets each generator is in), a leaf
+   whose lower bound (every axis at the most multiplicity the spare ports allow it) exceeds an
+   objective already reached is not raised, and coordinate descent tries each leaf once. Plans
+   are bit-identical to the unmemoised search (``tests/unit/test_fabrics_planner_search.py``).
 4. **Edge colouring.** Every generator's edges form a perfect matching, so colouring edges by
    generator (p_g ports each) is proper; the colouring is checked port by port and, on failure,
    the plan is redone with one port fewer (Figure 12: "on failure: replan").
@@ -171,21 +172,50 @@ def _local_options(a: int, ports: int) -> list[frozenset[int]]:
     return unique
 
 
+# Memo tables of the search, shared by every request planned in this process: each entry is a pure
+# function of its key and of the deployment's λ and R (the σ-independent tables of neither), so
+# the 72 splits and 5 batches of a search, which repeat most axes, ladders and greedy structures,
+# compute each once. Explicit and keyed (DESIGN.md); ``clear_search_tables`` (called by
+# ``fabrics.planner.clear_plan_cache``) is always safe; a table past ``_TABLE_KEEP`` entries is
+# emptied and refilled (results never depend on what a table holds).
+_STRUCTURE: dict[str, dict] = {name: {} for name in ("local_masks", "full_masks", "subgroups", "compress", "block_fold")}
+_PRICED: dict[tuple[float, float], dict[str, dict]] = {}
+_TABLE_KEEP = 250_000  # entries per table (≈ 0.2 GB for all of them after the 360 requests of figure 4)
+
+
+def clear_search_tables() -> None:
+    for table in _STRUCTURE.values():
+        table.clear()
+    _PRICED.clear()
+
+
+def _priced_tables(hop_latency_s: float, link_rate_Bps: float) -> dict[str, dict]:
+    key = (hop_latency_s, link_rate_Bps)
+    tables = _PRICED.get(key)
+    if tables is None:
+        tables = _PRICED[key] = {name: {} for name in ("prices", "times", "ladders", "raised")}
+    for table in (*tables.values(), *_STRUCTURE.values()):
+        if len(table) > _TABLE_KEEP:
+            table.clear()
+    return tables
+
+
 class _Pricer:
     """Prices an axis on an axis-local generator set; keyed cache in front of topology building."""
 
     def __init__(self, req: PlanRequest):
         self.req = req
-        self._cache: dict[tuple, AxisPrice | None] = {}
-        # per-request memo tables of ``_LeafSearch`` (shared by all partitions and port budgets)
-        self.local_masks: dict[tuple, tuple[int, ...]] = {}
-        self.full_masks: dict[tuple, tuple[int, ...] | None] = {}
-        self.times: dict[tuple, tuple[float, int | None]] = {}
-        self.ladders: dict[tuple, list] = {}
-        self.raised: dict[tuple, tuple] = {}
-        self._subgroups: dict[tuple[int, ...], int] = {}
-        self._compress: dict[tuple[int, ...], dict[int, int]] = {}
-        self._block_fold: dict[tuple, bool] = {}
+        priced = _priced_tables(req.hop_latency_s, req.link_rate_Bps)
+        self._cache: dict[tuple, AxisPrice | None] = priced["prices"]
+        # memo tables of ``_LeafSearch`` (shared by all partitions, port budgets and requests)
+        self.times: dict[tuple, tuple[float, int | None]] = priced["times"]
+        self.ladders: dict[tuple, list] = priced["ladders"]
+        self.raised: dict[tuple, tuple] = priced["raised"]
+        self.local_masks: dict[tuple, tuple[int, ...]] = _STRUCTURE["local_masks"]
+        self.full_masks: dict[tuple, tuple[int, ...] | None] = _STRUCTURE["full_masks"]
+        self._subgroups: dict[tuple[int, ...], int] = _STRUCTURE["subgroups"]
+        self._compress: dict[tuple[int, ...], dict[int, int]] = _STRUCTURE["compress"]
+        self._block_fold: dict[tuple, bool] = _STRUCTURE["block_fold"]
 
     def compress_table(self, bits: tuple[int, ...]) -> dict[int, int]:
         """Host mask → axis-local mask for every mask inside the block ``bits``."""
@@ -426,7 +456,6 @@ class _LeafSearch:
         self.raised = pricer.raised
         self.subgroups = {k: pricer.subgroup(bits[k]) for k in active}
         self.min_step = min(axes[k].a for k in active)  # the cheapest multiplicity step: a plain-cube axis
-        self._seen: dict[tuple, list] = {}
         self._contrib: dict[tuple, tuple] = {}
 
     def option(self, k: int, own: frozenset[int]) -> tuple:
@@ -464,52 +493,47 @@ class _LeafSearch:
         (an objective already reached; Eq. 1 is monotone in p). ``chosen``: (k, option) per
         active axis; ``host``: the bitset union of their own sets; ``key`` names the leaf."""
         axes, budget, lam, time = self.axes, self.budget, self.lam, self.time
-        seen = self._seen.get(key)  # coordinate descent revisits leaves: rows and prices are reused
-        if seen is None:
-            rows = []  # (k, weight, own local, own bitset, full local or None, full bitset)
-            total = floor = 0.0
-            contrib, subgroups = self._contrib, self.subgroups
-            for k, (own, own_bits, ol) in chosen:
-                fb = host & subgroups[k]
-                # axis k's row and its w·T and w·h·λ at p = 1 depend only on (own set, supported set)
-                hit = contrib.get((k, own_bits, fb))
-                if hit is None:
-                    fl = self.full_local(k, fb) if fb != own_bits else None  # own ⊆ full: larger iff different
-                    w = axes[k].weight
-                    to, ho = time(k, ol, 1)
-                    if fl is not None:
-                        tf, hf = time(k, fl, 1)
-                        if hf is not None and (ho is None or tf <= to):
-                            to, ho = tf, hf
-                    hit = contrib[(k, own_bits, fb)] = ((k, w, ol, own_bits, fl, fb), w * to,
-                                                        w * (ho * lam if ho is not None else float("inf")))
-                rows.append(hit[0])
-                total += hit[1]
-                floor += hit[2]
-            seen = self._seen[key] = [rows, total, floor, None, None]
-        rows, total, floor = seen[0], seen[1], seen[2]
+        # every leaf is visited once (the depth-first walk and the descent never repeat a key), so
+        # nothing per leaf is kept; per-axis rows are memoised by (own set, supported set)
+        rows = []  # (k, weight, own local, own bitset, full local or None, full bitset)
+        bounds = []  # per row: {spare ports: its w·T at the most multiplicity they allow}
+        total = floor = 0.0
+        contrib, subgroups = self._contrib, self.subgroups
+        for k, (own, own_bits, ol) in chosen:
+            fb = host & subgroups[k]
+            # axis k's row and its w·T and w·h·λ at p = 1 depend only on (own set, supported set)
+            hit = contrib.get((k, own_bits, fb))
+            if hit is None:
+                fl = self.full_local(k, fb) if fb != own_bits else None  # own ⊆ full: larger iff different
+                w = axes[k].weight
+                to, ho = time(k, ol, 1)
+                if fl is not None:
+                    tf, hf = time(k, fl, 1)
+                    if hf is not None and (ho is None or tf <= to):
+                        to, ho = tf, hf
+                hit = contrib[(k, own_bits, fb)] = ((k, w, ol, own_bits, fl, fb), w * to,
+                                                    w * (ho * lam if ho is not None else float("inf")), {})
+            rows.append(hit[0])
+            bounds.append(hit[3])
+            total += hit[1]
+            floor += hit[2]
         n = host.bit_count()
         ps = [1] * len(axes)
         if not (n + self.min_step <= budget and (best is None or floor < best[0])):
             return (total, n, ps)
         spare = budget - n
         if bound is not None:
-            lb = seen[3]
-            if lb is None:
-                lb = 0.0
-                for k, w, ol, ob, fl, fb in rows:
+            lb = 0.0
+            for (k, w, ol, ob, fl, fb), memo in zip(rows, bounds):
+                wt = memo.get(spare)
+                if wt is None:
                     t = time(k, ol, 1 + spare // ob.bit_count())[0]
                     if fl is not None:
                         t = min(t, time(k, fl, 1 + spare // fb.bit_count())[0])
-                    lb += w * t
-                seen[3] = lb
+                    wt = memo[spare] = w * t
+                lb += wt
             if lb > bound:
                 return None
-        if seen[4] is not None:
-            obj, raised, used = seen[4]
-            for (k, *_), p in zip(rows, raised):
-                ps[k] = p
-            return (obj, used, ps)
         # The greedy's outcome depends only on which own / supported sets each generator is in
         # (not on its mask): generators are grouped into atoms of equal membership (bitset
         # refinement) and leaves with the same atoms share the greedy's result (memo per request).
@@ -530,7 +554,6 @@ class _LeafSearch:
         hit = self.raised.get(memo)
         if hit is None:
             hit = self.raised[memo] = self._raise(rows, member, n, total)
-        seen[4] = hit
         obj, raised, used = hit
         for (k, *_), p in zip(rows, raised):
             ps[k] = p
@@ -542,27 +565,38 @@ class _LeafSearch:
         needs, an axis on its supported set runs at its least-multiplied generator. ``atoms``:
         (rows owning, rows supporting, generators) — generators of one atom move together."""
         budget, time = self.budget, self.time
-        own_idx = [[i for i, m in enumerate(atoms) if r in m[0]] for r in range(len(rows))]
-        full_idx = [[i for i, m in enumerate(atoms) if r in m[1]] for r in range(len(rows))]
+        nrows = len(rows)
+        own_idx = [[i for i, m in enumerate(atoms) if r in m[0]] for r in range(nrows)]
+        full_idx = [[i for i, m in enumerate(atoms) if r in m[1]] if rows[r][4] is not None else None
+                    for r in range(nrows)]
         size = [m[2] for m in atoms]
+        # raising row r's own generators changes its own term and those of the rows whose supported
+        # set shares an atom with them; every other row keeps its term
+        touched = [[q for q in range(nrows) if q == r or (full_idx[q] is not None and set(full_idx[q]) & set(own_idx[r]))]
+                   for r in range(nrows)]
+        terms: dict[tuple[int, int, int], float] = {}  # (row, p own, p supported) -> w·T of the row
 
-        def objective(pg: list[int], ps: list[int]) -> float:
-            total = 0.0
-            for r, (k, w, ol, _, fl, _) in enumerate(rows):
-                to, ho = time(k, ol, ps[r])
+        def term(r: int, p_own: int, pg: list[int]) -> float:
+            p_full = 0 if full_idx[r] is None else min(pg[i] for i in full_idx[r])
+            key = (r, p_own, p_full)
+            hit = terms.get(key)
+            if hit is None:
+                k, w, ol, _, fl, _ = rows[r]
+                to, ho = time(k, ol, p_own)
                 if fl is not None:
-                    tf, hf = time(k, fl, min(pg[i] for i in full_idx[r]))
+                    tf, hf = time(k, fl, p_full)
                     if hf is not None and (ho is None or tf <= to):
                         to = tf
-                total += w * to
-            return total
+                hit = terms[key] = w * to
+            return hit
 
-        ps = [1] * len(rows)
+        ps = [1] * nrows
         pg = [1] * len(atoms)
+        current = [term(r, 1, pg) for r in range(nrows)]
         used = n
         while True:
             best = None
-            for r in range(len(rows)):
+            for r in range(nrows):
                 p = ps[r] + 1
                 extra = 0
                 for i in own_idx[r]:
@@ -576,12 +610,17 @@ class _LeafSearch:
                         trial_pg[i] = p
                 trial = list(ps)
                 trial[r] = p
-                o = objective(trial_pg, trial)
+                trial_terms = list(current)
+                for q in touched[r]:
+                    trial_terms[q] = term(q, trial[q], trial_pg)
+                o = 0.0  # Σ w·T summed in row order, as ``_Evaluator.objective`` does
+                for t in trial_terms:
+                    o += t
                 if o < obj - 1e-15 and (best is None or (o, used + extra) < best[:2]):
-                    best = (o, used + extra, trial, trial_pg)
+                    best = (o, used + extra, trial, trial_pg, trial_terms)
             if best is None:
                 return obj, tuple(ps), used
-            obj, used, ps, pg = best
+            obj, used, ps, pg, current = best
 
 
 def _search_partition(req, axes, bits, pricer, budget, bound: float | None = None):
@@ -649,24 +688,36 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
 
         dfs(0, 0)
         return result()
-    # coordinate descent from the plain cube (every ladder starts with its cheapest option)
-    picks = {k: ladders[k][0] for k in active}
+    # Coordinate descent from the plain cube (every ladder starts with its cheapest option). A leaf
+    # already tried in this descent is not tried again: it did not improve on the best of its time,
+    # the best only falls, and a leaf's candidate can only rise as the best falls (a lower best
+    # skips the greedy or prunes it), so it cannot improve now; skipping it changes nothing.
+    picks = [0] * len(active)  # option index per active axis
+    tried: set[tuple[int, ...]] = set()
 
-    def at(p: dict) -> tuple[tuple, list[tuple], int]:
+    def at(index: list[int]) -> tuple[tuple, list[tuple], int]:
         host = 0
-        for k in active:
-            host |= p[k][1][1]
-        return tuple(p[k][0] for k in active), [(k, p[k][1]) for k in active], host
+        chosen = []
+        for k, j in zip(active, index):
+            opt = ladders[k][j][1]
+            host |= opt[1]
+            chosen.append((k, opt))
+        return tuple(index), chosen, host
 
+    tried.add(tuple(picks))
     current = leaf(*at(picks), None)
     if current is None:
         return None
     for _ in range(2 * len(active) + 2):
         changed = False
-        for k in active:
-            for opt in ladders[k]:
-                trial = dict(picks)
-                trial[k] = opt
+        for i, k in enumerate(active):
+            for j in range(len(ladders[k])):
+                trial = list(picks)
+                trial[i] = j
+                key = tuple(trial)
+                if key in tried:
+                    continue
+                tried.add(key)
                 cand = leaf(*at(trial), None)
                 if cand is not None and cand[:2] < current[:2]:
                     current, picks, changed = cand, trial, True

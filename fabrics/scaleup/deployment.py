@@ -57,10 +57,11 @@ class AxisSchedule:
 
     def groups(self, world: int) -> np.ndarray:
         """Cosets of the axis's bit block, one row per group, columns in local label order."""
-        from fabrics.planner.axis_cost import expand
-
         block = sum(1 << b for b in self.bits)
-        offsets = np.array([expand(x, self.bits) for x in range(1 << len(self.bits))], dtype=np.int64)
+        local = np.arange(1 << len(self.bits), dtype=np.int64)
+        offsets = np.zeros_like(local)  # expand(x, bits) for every local label x: bit i -> bit bits[i]
+        for i, b in enumerate(self.bits):
+            offsets |= ((local >> i) & 1) << b
         labels = np.arange(world, dtype=np.int64)
         bases = labels[(labels & block) == 0]
         return bases[:, None] | offsets[None, :]

@@ -155,11 +155,22 @@ def test_fast_search_equals_reference_on_random_requests(planned, monkeypatch):
     assert fast.to_json() == slow.to_json()
 
 
-def test_partition_memo_tables_are_per_request():
-    """Memo tables live on the request's pricer: planning one request leaves nothing behind
-    that a different request could read (only the explicit keyed caches do)."""
-    req = request_from_dict(world=64, ports=10, link_rate_Bps=R, hop_latency_s=LAM,
-                            meshes=[{"shape": [8, 8], "payloads": [4096, 4096]}])
-    a = sh._Pricer(req)
-    b = sh._Pricer(req)
-    assert a.times is not b.times and a.raised is not b.raised
+def test_memo_tables_are_keyed_by_latency_and_rate_and_cleared():
+    """The search's memo tables are shared by the requests of a process only where their entries
+    are pure functions of the key: per (λ, R) for the priced tables; ``clear_plan_cache`` empties
+    them, and a plan made on full tables equals the plan made on empty ones."""
+    meshes = [{"shape": [8, 8], "payloads": [4096, 4096]}]
+    req = request_from_dict(world=64, ports=10, link_rate_Bps=R, hop_latency_s=LAM, meshes=meshes)
+    other = request_from_dict(world=64, ports=10, link_rate_Bps=R, hop_latency_s=2 * LAM, meshes=meshes)
+    a, b, c = sh._Pricer(req), sh._Pricer(req), sh._Pricer(other)
+    assert a.times is b.times and a.raised is b.raised
+    assert a.times is not c.times and a.raised is not c.raised and a.ladders is not c.ladders
+    clear_plan_cache()
+    cold = shared_host_plan(req)
+    for payload in (1024, 65536, 1 << 20):  # fill the tables with neighbouring requests
+        shared_host_plan(request_from_dict(world=64, ports=10, link_rate_Bps=R, hop_latency_s=LAM,
+                                           meshes=[{"shape": [8, 8], "payloads": [payload, 4096]}]))
+    assert shared_host_plan(req).to_json() == cold.to_json()
+    assert sh._PRICED
+    clear_plan_cache()
+    assert not sh._PRICED and not any(sh._STRUCTURE.values())
