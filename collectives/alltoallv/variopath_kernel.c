@@ -37,52 +37,53 @@ enum { D_TAU0, D_COARSE, D_MAXRATE, D_RANKP, D_PAIRP, D_OVERHEAD, D_REUSEFLOOR, 
 
 /* The maximum-weight assignment of a g x g credit matrix v (rows = lanes, columns = candidate
  * GPUs) as the index of the best permutation in itertools.permutations order (the numpy path's
- * enumeration); the first maximum wins, as numpy's argmax. g = 2 and 4 are unrolled. */
+ * enumeration); the first maximum wins, as numpy's argmax. g = 2 and 4 are unrolled.
+ *
+ * g = 4: the 24 sums in itertools.permutations order, each ((v0a + v1b) + v2c) + v3d as the
+ * generic loop; permutations 2p and 2p + 1 share (a, b) and swap (c, d), so they are summed as
+ * one pair. The first maximum: the largest value (max is exact in any order; credits are never
+ * NaN), then the lowest index holding it, found from a bit mask without a data-dependent branch. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
 static i64 best_perm4(const double *v) {
-    /* fully unrolled (no data-dependent branches but the running maximum): the 24 sums in
-       itertools.permutations order, each ((v0a + v1b) + v2c) + v3d as the generic loop */
-    const double s01 = v[0] + v[5];
-    const double s02 = v[0] + v[6];
-    const double s03 = v[0] + v[7];
-    const double s10 = v[1] + v[4];
-    const double s12 = v[1] + v[6];
-    const double s13 = v[1] + v[7];
-    const double s20 = v[2] + v[4];
-    const double s21 = v[2] + v[5];
-    const double s23 = v[2] + v[7];
-    const double s30 = v[3] + v[4];
-    const double s31 = v[3] + v[5];
-    const double s32 = v[3] + v[6];
-    double s[24];
-    s[0] = s01 + v[10] + v[15];
-    s[1] = s01 + v[11] + v[14];
-    s[2] = s02 + v[9] + v[15];
-    s[3] = s02 + v[11] + v[13];
-    s[4] = s03 + v[9] + v[14];
-    s[5] = s03 + v[10] + v[13];
-    s[6] = s10 + v[10] + v[15];
-    s[7] = s10 + v[11] + v[14];
-    s[8] = s12 + v[8] + v[15];
-    s[9] = s12 + v[11] + v[12];
-    s[10] = s13 + v[8] + v[14];
-    s[11] = s13 + v[10] + v[12];
-    s[12] = s20 + v[9] + v[15];
-    s[13] = s20 + v[11] + v[13];
-    s[14] = s21 + v[8] + v[15];
-    s[15] = s21 + v[11] + v[12];
-    s[16] = s23 + v[8] + v[13];
-    s[17] = s23 + v[9] + v[12];
-    s[18] = s30 + v[9] + v[14];
-    s[19] = s30 + v[10] + v[13];
-    s[20] = s31 + v[8] + v[14];
-    s[21] = s31 + v[10] + v[12];
-    s[22] = s32 + v[8] + v[13];
-    s[23] = s32 + v[9] + v[12];
+    /* (a, b) of the 12 pairs and their remaining (c, d), c < d */
+    static const int AB[12][4] = {{0, 1, 2, 3}, {0, 2, 1, 3}, {0, 3, 1, 2}, {1, 0, 2, 3}, {1, 2, 0, 3}, {1, 3, 0, 2},
+                                  {2, 0, 1, 3}, {2, 1, 0, 3}, {2, 3, 0, 1}, {3, 0, 1, 2}, {3, 1, 0, 2}, {3, 2, 0, 1}};
+    __m128d s[12];
+    for (int p = 0; p < 12; p++) {
+        const int a = AB[p][0], b = AB[p][1], c = AB[p][2], d = AB[p][3];
+        const __m128d ab = _mm_set1_pd(v[a] + v[4 + b]);
+        s[p] = _mm_add_pd(_mm_add_pd(ab, _mm_set_pd(v[8 + d], v[8 + c])), _mm_set_pd(v[12 + c], v[12 + d]));
+    }
+    __m128d m = _mm_max_pd(_mm_max_pd(_mm_max_pd(s[0], s[1]), _mm_max_pd(s[2], s[3])),
+                           _mm_max_pd(_mm_max_pd(s[4], s[5]), _mm_max_pd(s[6], s[7])));
+    m = _mm_max_pd(m, _mm_max_pd(_mm_max_pd(s[8], s[9]), _mm_max_pd(s[10], s[11])));
+    m = _mm_max_pd(m, _mm_shuffle_pd(m, m, 1));
+    unsigned mask = 0;
+    for (int p = 0; p < 12; p++) mask |= (unsigned)_mm_movemask_pd(_mm_cmpeq_pd(s[p], m)) << (2 * p);
+    if (mask) return __builtin_ctz(mask);
+    double sc[24];  /* unreachable without NaN: the running scan's answer */
+    for (int p = 0; p < 12; p++) _mm_storeu_pd(sc + 2 * p, s[p]);
     i64 best = 0;
-    double bs = s[0];
-    for (i64 p = 1; p < 24; p++) if (s[p] > bs) { bs = s[p]; best = p; }
+    for (i64 p = 1; p < 24; p++) if (sc[p] > sc[best]) best = p;
     return best;
 }
+#else
+static i64 best_perm4(const double *v) {
+    static const int AB[12][4] = {{0, 1, 2, 3}, {0, 2, 1, 3}, {0, 3, 1, 2}, {1, 0, 2, 3}, {1, 2, 0, 3}, {1, 3, 0, 2},
+                                  {2, 0, 1, 3}, {2, 1, 0, 3}, {2, 3, 0, 1}, {3, 0, 1, 2}, {3, 1, 0, 2}, {3, 2, 0, 1}};
+    double sc[24];
+    for (int p = 0; p < 12; p++) {
+        const int a = AB[p][0], b = AB[p][1], c = AB[p][2], d = AB[p][3];
+        const double ab = v[a] + v[4 + b];
+        sc[2 * p] = (ab + v[8 + c]) + v[12 + d];
+        sc[2 * p + 1] = (ab + v[8 + d]) + v[12 + c];
+    }
+    i64 best = 0;
+    for (i64 p = 1; p < 24; p++) if (sc[p] > sc[best]) best = p;
+    return best;
+}
+#endif
 
 static i64 best_perm(const double *v, const i64 *perms, i64 P, i64 g) {
     if (g == 4) return best_perm4(v);
@@ -180,6 +181,32 @@ fail:
     return 0;
 }
 
+/* Eq. 6 scores of every shape from the dense (GG x J) shape entries: Σ_k M_jk dsc_k over the
+ * group pairs k in ascending order, skipping zero pairs -- the sums of the column loop, the same
+ * additions in the same order for every shape -- with blocks of 8 shapes held in registers over
+ * all pairs, so the scores are written once instead of once per pair. */
+static void dense_scores(double *restrict scores, const double *restrict dense_val, const double *restrict dsc,
+                         i64 GG, i64 J, i64 *restrict nzk) {
+    i64 nk = 0;
+    for (i64 k = 0; k < GG; k++) if (dsc[k] != 0.0) nzk[nk++] = k;
+    i64 j0 = 0;
+    for (; j0 + 8 <= J; j0 += 8) {
+        double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+        for (i64 t = 0; t < nk; t++) {
+            const i64 k = nzk[t];
+            const double dk = dsc[k];
+            const double *restrict row = dense_val + k * J + j0;
+            for (int u = 0; u < 8; u++) acc[u] += row[u] * dk;
+        }
+        for (int u = 0; u < 8; u++) scores[j0 + u] = acc[u];
+    }
+    for (; j0 < J; j0++) {
+        double acc = 0.0;
+        for (i64 t = 0; t < nk; t++) acc += dense_val[nzk[t] * J + j0] * dsc[nzk[t]];
+        scores[j0] = acc;
+    }
+}
+
 static const double *sort_key;
 static int by_key_desc(const void *x, const void *y) {
     const i64 a = *(const i64 *)x, b = *(const i64 *)y;
@@ -215,8 +242,9 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
     const double np_ = dp[D_NODEP];
     const i64 NN = N * N, GG = G * G;
 
-    double *q = malloc(sizeof(double) * NN), *w = malloc(sizeof(double) * NN);
-    double *cred = malloc(sizeof(double) * NN * R);
+    double *w = malloc(sizeof(double) * NN);
+    double *cred = malloc(sizeof(double) * NN * R), *credt = malloc(sizeof(double) * NN * R);
+    double *nterm = malloc(sizeof(double) * K * K);
     char *rused = calloc(nres + 1, 1), *pused = calloc(GG, 1);
     i64 *rtouched = malloc(sizeof(i64) * (nres + N + 1)), *order = malloc(sizeof(i64) * GG);
     i64 *la = malloc(sizeof(i64) * N), *ld = malloc(sizeof(i64) * N), *li = malloc(sizeof(i64) * N);
@@ -241,7 +269,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
     int have_scores = 0, have_synth = 0;
     i64 aa_runs = 0;
     double *dpair = calloc(GG, sizeof(double));
-    i64 *touched = malloc(sizeof(i64) * N);
+    i64 *touched = malloc(sizeof(i64) * N), *touched_k = malloc(sizeof(i64) * GG);
     double util0 = 0.0;
     double left = 0.0;
     for (i64 k = 0; k < NN; k++) left += rem[k];
@@ -290,15 +318,33 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
             }
         }
         /* -- τ (coarse rounds: up to 1/coarse of the remaining lower bound) -- */
+        /* one pass over rem for the rank loads, D̂, the largest entry and the nodes' cross traffic:
+           rem holds whole bytes (< 2^53), so these sums are exact in any order */
+        const int nodes_on = use_w && np_ != 0.0 && K > 1;
         for (i64 i = 0; i < N; i++) { ls[i] = 0.0; lr[i] = 0.0; }
-        for (i64 i = 0; i < N; i++)
-            for (i64 j = 0; j < N; j++) { double r = rem[i * N + j]; ls[i] += r; lr[j] += r; }
         for (i64 k = 0; k < GG; k++) dg[k] = 0.0;
-        for (i64 i = 0; i < N; i++)
-            for (i64 j = 0; j < N; j++) dg[gof[i] * G + gof[j]] += rem[i * N + j];
-        double mx = 0.0, remmax = 0.0;
+        for (i64 c = 0; c < K; c++) { t_out[c] = 0.0; t_in[c] = 0.0; }
+        double remmax = 0.0;
+        for (i64 i = 0; i < N; i++) {
+            const double *ri = rem + i * N;
+            double *dgi = dg + gof[i] * G;
+            double si = 0.0, mi = 0.0;
+            for (i64 j = 0; j < N; j++) {
+                const double r = ri[j];
+                si += r; lr[j] += r;
+                dgi[gof[j]] += r;
+                mi = r > mi ? r : mi;
+            }
+            ls[i] = si;
+            remmax = mi > remmax ? mi : remmax;
+            if (nodes_on) {
+                const i64 ni = node_of[i];
+                for (i64 j = 0; j < N; j++)
+                    if (node_of[j] != ni) { t_out[ni] += ri[j]; t_in[node_of[j]] += ri[j]; }
+            }
+        }
+        double mx = 0.0;
         for (i64 i = 0; i < N; i++) { if (ls[i] > mx) mx = ls[i]; if (lr[i] > mx) mx = lr[i]; }
-        for (i64 k = 0; k < NN; k++) if (rem[k] > remmax) remmax = rem[k];
         double tau = tau0;
         if (coarse > 0) {
             double t_est = mx / max_rate;
@@ -314,54 +360,75 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
             if (tc > tau) tau = tc;
         }
         const double inv_tau = 1.0 / tau;
-        for (i64 k = 0; k < NN; k++) q[k] = rem[k] * inv_tau;
-        for (i64 i = 0; i < N; i++) q[i * N + i] = FORBID;
         if (use_w) {
             /* rank terms (VarioPathPlanner._rank_weights): linear, or (load / max)^p as repeated products */
-            if (power > 1)
-                for (i64 i = 0; i < N; i++) {
+            for (i64 i = 0; i < N; i++) {
+                if (power > 1) {
                     const double u = ls[i] / mx, vv = lr[i] / mx;
                     double a = u, b = vv;
                     for (i64 e = 1; e < power; e++) { a = a * u; b = b * vv; }
                     pu[i] = a; pv[i] = b;
+                } else {
+                    pu[i] = ls[i]; pv[i] = lr[i];
                 }
+            }
             /* node terms (VarioPathPlanner._node_weights): each node's remaining bytes out (in) over its
-               best contention-free rate, over the largest such time or the busiest rank's */
-            double t_max = 0.0;
-            const int nodes_on = np_ != 0.0 && K > 1;
+               best contention-free rate, over the largest such time or the busiest rank's; one
+               value per (node of i, node of j), 0 inside a node */
+            for (i64 c = 0; c < K * K; c++) nterm[c] = 0.0;
             if (nodes_on) {
-                for (i64 c = 0; c < K; c++) { t_out[c] = 0.0; t_in[c] = 0.0; }
-                for (i64 i = 0; i < N; i++)
-                    for (i64 j = 0; j < N; j++)
-                        if (node_of[i] != node_of[j]) { t_out[node_of[i]] += rem[i * N + j]; t_in[node_of[j]] += rem[i * N + j]; }
-                t_max = mx / max_rate;
+                double t_max = mx / max_rate;
                 for (i64 c = 0; c < K; c++) {
                     t_out[c] = t_out[c] / node_cap_out[c];
                     t_in[c] = t_in[c] / node_cap_in[c];
                     if (t_out[c] > t_max) t_max = t_out[c];
                     if (t_in[c] > t_max) t_max = t_in[c];
                 }
+                if (t_max > 0)
+                    for (i64 a = 0; a < K; a++)
+                        for (i64 b = 0; b < K; b++)
+                            if (a != b) nterm[a * K + b] = np_ * ((t_out[a] + t_in[b]) / (2.0 * t_max));
             }
-            for (i64 i = 0; i < N; i++)
-                for (i64 j = 0; j < N; j++) {
-                    double x = power > 1 ? 1.0 + rp * (pu[i] + pv[j]) / 2.0 : 1.0 + rp * (ls[i] + lr[j]) / (2.0 * mx);
-                    if (pp != 0.0) x += pp * rem[i * N + j] / remmax;
-                    if (nodes_on && t_max > 0 && node_of[i] != node_of[j])
-                        x += np_ * ((t_out[node_of[i]] + t_in[node_of[j]]) / (2.0 * t_max));
-                    w[i * N + j] = x;
+        }
+        /* one pass for the weights w, the credits h = min(q, bw) (x w) per distinct lane rate -- also
+           transposed, so the AA's source side reads contiguous candidates -- and the weighted D̂
+           (fractional: summed in rank order, as the numpy path's np.add.at) */
+        if (wsc) for (i64 k = 0; k < GG; k++) dgw[k] = 0.0;
+        for (i64 i = 0; i < N; i++) {
+            const double *ri = rem + i * N;
+            double *wi = w + i * N;
+            double *dgwi = dgw + gof[i] * G;
+            const double *nt = nterm + node_of[i] * K;
+            for (i64 j = 0; j < N; j++) {
+                const double r = ri[j];
+                const double qv = i == j ? FORBID : r * inv_tau;
+                double x = 1.0;
+                if (use_w) {
+                    x = power > 1 ? 1.0 + rp * (pu[i] + pv[j]) / 2.0 : 1.0 + rp * (pu[i] + pv[j]) / (2.0 * mx);
+                    if (pp != 0.0) x += pp * r / remmax;
+                    if (nodes_on && node_of[i] != node_of[j]) x += nt[node_of[j]];
+                    wi[j] = x;
+                    if (wsc) dgwi[gof[j]] += r * x;
                 }
+                for (i64 rr = 0; rr < R; rr++) {
+                    const double bw = rates_u[rr];
+                    double h = qv < bw ? qv : bw;
+                    if (use_w) h *= x;
+                    cred[rr * NN + i * N + j] = h;
+                    credt[rr * NN + j * N + i] = h;
+                }
+            }
         }
         /* -- shape scores (Eq. 6, or capped) and the beam -- */
         /* sparse shapes by group pair (column k lists the shapes with lanes on pair k): O(nnz),
            and consecutive updates hit different shapes, so they pipeline; every score still sums
            its pairs in ascending k */
         if (!capped && !wsc && have_scores) goto scored;  /* Eq. 6 scores are kept up to date incrementally */
-        if (wsc) {  /* ours: Eq. 6 on the pressure-weighted D̂ (Σ w_ij D_ij per group pair) */
-            for (i64 k = 0; k < GG; k++) dgw[k] = 0.0;
-            for (i64 i = 0; i < N; i++)
-                for (i64 j = 0; j < N; j++) dgw[gof[i] * G + gof[j]] += rem[i * N + j] * w[i * N + j];
-        }
         const double *dsc = wsc ? dgw : dg;
+        if (dense && !capped) {
+            dense_scores(scores, dense_val, dsc, GG, J, touched_k);
+            goto summed;
+        }
         for (i64 j = 0; j < J; j++) scores[j] = 0.0;
         for (i64 k = 0; k < GG; k++) {
             const double dk = dsc[k];
@@ -384,6 +451,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
                 for (i64 e = col_ptr[k]; e < col_ptr[k + 1]; e++) scores[col_shape[e]] += col_val[e] * dk;
             }
         }
+    summed:
         have_scores = !capped && !wsc;
     scored:;
         i64 ntop = 0;
@@ -404,17 +472,6 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
             if (ntop == 0) { top[0] = first; ntop = 1; }
         }
         if (!(scores[top[0]] > 0)) { *status = 0; break; }
-        /* -- credits h = min(q, bw) (x pressure weight), one N x N matrix per distinct lane rate,
-              so the AA's inner loops are plain loads (same values as computing them inline) -- */
-        for (i64 ri = 0; ri < R; ri++) {
-            const double r = rates_u[ri];
-            double *cr = cred + ri * NN;
-            for (i64 o = 0; o < NN; o++) {
-                double x = q[o] < r ? q[o] : r;
-                if (use_w) x *= w[o];
-                cr[o] = x;
-            }
-        }
         /* -- rows: (family of the beam, start) -- */
         i64 B = 0, nfam = 0;
         for (i64 t = 0; t < ntop; t++) nfam += fam_off[top[t] + 1] - fam_off[top[t]];
@@ -484,8 +541,8 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
                 for (i64 a = 0; a < G; a++) {  /* fix destinations, assign sources per group */
                     for (i64 l = 0; l < g; l++) {
                         i64 k = a * g + l, j = db[k];
-                        const double *cr = cred + rid[k] * NN + j;
-                        for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[a * g + c] * N];
+                        const double *cr = credt + rid[k] * NN + j * N;  /* candidates i of group a: h_ij */
+                        for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[a * g + c]];
                     }
                     const i64 *pm = perms + best_perm(v, perms, P, g) * g;
                     for (i64 l = 0; l < g; l++) sb[a * g + l] = groups[a * g + pm[l]];
@@ -582,10 +639,10 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
         left -= moved;
         A++;
     }
-    free(q); free(w); free(cred); free(rused); free(pused); free(rtouched); free(order);
+    free(w); free(cred); free(credt); free(nterm); free(rused); free(pused); free(rtouched); free(order);
     free(la); free(ld); free(li); free(srcfree); free(dstfree); free(outc); free(slot_dst); free(ls); free(lr); free(dg); free(scores); free(dgw); free(pu); free(pv); free(t_out); free(t_in); free(top);
     free(rsrc); free(rdst); free(rfam); free(f); free(fbest); free(v);
-    free(psrc); free(pdst); free(pfam); free(pcap); free(pw); free(pr); free(dpair); free(touched);
+    free(psrc); free(pdst); free(pfam); free(pcap); free(pw); free(pr); free(dpair); free(touched); free(touched_k);
     return A;
 }
 
