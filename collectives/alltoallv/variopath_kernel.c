@@ -207,6 +207,24 @@ static void dense_scores(double *restrict scores, const double *restrict dense_v
     }
 }
 
+/* EVALUATE (Eqs. 9-10) of one bound channel (lane k: sb[k] -> db[k] at rate id rid[k]) on the
+ * remaining demand: x_k = min(cap(rate), rem), utility = Σ x (x w when weighted) / (λ + max x / bw).
+ * cap and 1 / bw per distinct rate, computed once per τ: the same values as per lane. */
+static inline double channel_utility(const i64 *sb, const i64 *db, const i64 *rid, const double *rem,
+                                     const double *w, int wsel, const double *capr, const double *invr,
+                                     i64 N, double lambda) {
+    double useful = 0.0, dur = 0.0;
+    for (i64 k = 0; k < N; k++) {
+        const i64 o = sb[k] * N + db[k];
+        const double rr = rem[o], cap = capr[rid[k]];
+        const double x = cap < rr ? cap : rr;
+        useful += wsel ? x * w[o] : x;
+        const double t = x * invr[rid[k]];
+        if (t > dur) dur = t;
+    }
+    return useful / (lambda + dur + 1e-300);
+}
+
 static const double *sort_key;
 static int by_key_desc(const void *x, const void *y) {
     const i64 a = *(const i64 *)x, b = *(const i64 *)y;
@@ -260,11 +278,9 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
     i64 *rfam = malloc(sizeof(i64) * max_rows);
     double *f = malloc(sizeof(double) * max_rows), *fbest = malloc(sizeof(double) * max_rows);
     double *v = malloc(sizeof(double) * g * g);
-    /* pool of bound channels (ok rows of the last AA) for reuse */
-    i64 *psrc = malloc(sizeof(i64) * max_rows * N), *pdst = malloc(sizeof(i64) * max_rows * N);
-    i64 *pfam = malloc(sizeof(i64) * max_rows);
-    double *pcap = malloc(sizeof(double) * max_rows * N), *pw = malloc(sizeof(double) * max_rows * N);
-    double *pr = malloc(sizeof(double) * max_rows * N);
+    /* pool of bound channels for reuse: the ok rows of the last AA run (their rsrc / rdst rows) */
+    i64 *prow = malloc(sizeof(i64) * max_rows);
+    double *capr = malloc(sizeof(double) * R), *invr = malloc(sizeof(double) * R), *flr = malloc(sizeof(double) * R);
     i64 npool = 0, reuse_left = 0;
     int have_scores = 0, have_synth = 0;
     i64 aa_runs = 0;
@@ -276,42 +292,38 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
     i64 A = 0;
     *status = 1;
     const int use_w = rank_on != 0;
-    const int wsc = wscore && use_w;  /* weighted scores change with w: recomputed every activation */
+    const int wsc = wscore && use_w;
+    const int wsel = weighted && use_w;  /* EVALUATE counts pressure-weighted bytes */  /* weighted scores change with w: recomputed every activation */
 
     while (left > 0) {
         if (A >= max_acts) { *status = 2; break; }
         double *xo = out_x + A * N;
         i64 *so = out_src + A * N, *dso = out_dst + A * N;
-        /* -- reuse: re-EVALUATE the last AA's channels on the new remaining demand -- */
+        /* -- reuse: re-EVALUATE the last AA's channels on the new remaining demand (the pool
+              rows, their w and per-rate caps are those of that AA run, unchanged since) -- */
         if (reuse_left > 0 && npool > 0) {
             i64 h = -1;
             double hu = 0.0;
             for (i64 b = 0; b < npool; b++) {
-                double useful = 0.0, dur = 0.0;
-                for (i64 k = 0; k < N; k++) {
-                    i64 o = b * N + k;
-                    double rr = rem[psrc[o] * N + pdst[o]];
-                    double x = pcap[o] < rr ? pcap[o] : rr;
-                    useful += weighted ? x * pw[o] : x;
-                    double t = x * (1.0 / pr[o]);
-                    if (t > dur) dur = t;
-                }
-                double u = useful / (lambda + dur + 1e-300);
+                const i64 row = prow[b];
+                const double u = channel_utility(rsrc + row * N, rdst + row * N, fam_rid + rfam[row] * N, rem, w,
+                                                 wsel, capr, invr, N, lambda);
                 if (h < 0 || u > hu) { hu = u; h = b; }
             }
             if (h >= 0 && hu > 0 && hu >= reuse_floor * util0) {
                 reuse_left--;
+                const i64 row = prow[h];
+                const i64 *rid = fam_rid + rfam[row] * N;
                 double moved = 0.0;
                 for (i64 k = 0; k < N; k++) {
-                    i64 o = h * N + k;
-                    double rr = rem[psrc[o] * N + pdst[o]];
-                    double x = pcap[o] < rr ? pcap[o] : rr;
-                    xo[k] = x; so[k] = psrc[o]; dso[k] = pdst[o];
+                    const i64 s_ = rsrc[row * N + k], d_ = rdst[row * N + k];
+                    const double rr = rem[s_ * N + d_], cap = capr[rid[k]];
+                    xo[k] = cap < rr ? cap : rr; so[k] = s_; dso[k] = d_;
                 }
                 for (i64 k = 0; k < N; k++) { rem[so[k] * N + dso[k]] -= xo[k]; moved += xo[k]; }
                 if (have_scores) update_scores(scores, so, dso, xo, N, G, gof, col_ptr, col_shape, col_val, dpair, touched);
-                out_fam[A] = pfam[h];
-                if (pfam[h] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
+                out_fam[A] = rfam[row];
+                if (rfam[row] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
                 left -= moved;
                 A++;
                 continue;
@@ -575,28 +587,22 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
                 have_best = 1;
             }
         }
-        /* -- EVALUATE (Eqs. 9-10) over the channels (rows without a self-pair) -- */
+        /* -- EVALUATE (Eqs. 9-10) over the channels (rows without a self-pair); they stay the
+              pool for reuse -- */
+        for (i64 ri = 0; ri < R; ri++) {
+            const double fl = floor(tau * rates_u[ri]);
+            flr[ri] = fl;
+            capr[ri] = fl < 1.0 ? 1.0 : fl;
+            invr[ri] = 1.0 / rates_u[ri];
+        }
         npool = 0;
         i64 h = -1;
         double hu = 0.0;
         for (i64 b = 0; b < B; b++) {
             if (!(f[b] >= 0)) continue;
-            const double *rt = fam_rate + rfam[b] * N;
-            double useful = 0.0, dur = 0.0;
-            for (i64 k = 0; k < N; k++) {
-                i64 o = npool * N + k, s_ = rsrc[b * N + k], d_ = rdst[b * N + k];
-                double cap = floor(tau * rt[k]);
-                if (cap < 1.0) cap = 1.0;
-                psrc[o] = s_; pdst[o] = d_; pcap[o] = cap; pr[o] = rt[k];
-                pw[o] = use_w ? w[s_ * N + d_] : 1.0;
-                double rr = rem[s_ * N + d_];
-                double x = cap < rr ? cap : rr;
-                useful += (weighted && use_w) ? x * pw[o] : x;
-                double t = x * (1.0 / rt[k]);
-                if (t > dur) dur = t;
-            }
-            pfam[npool] = rfam[b];
-            double u = useful / (lambda + dur + 1e-300);
+            const double u = channel_utility(rsrc + b * N, rdst + b * N, fam_rid + rfam[b] * N, rem, w, wsel,
+                                             capr, invr, N, lambda);
+            prow[npool] = b;
             if (h < 0 || u > hu) { hu = u; h = npool; }
             npool++;
         }
@@ -605,19 +611,20 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
         reuse_left = reuse - 1;
         double moved = 0.0;
         int any_full = 0;
+        const i64 hrow = prow[h];
+        const i64 *hrid = fam_rid + rfam[hrow] * N;
         for (i64 k = 0; k < N; k++) {
-            i64 o = h * N + k;
-            double rr = rem[psrc[o] * N + pdst[o]];
-            xo[k] = pcap[o] < rr ? pcap[o] : rr;
-            so[k] = psrc[o]; dso[k] = pdst[o];
-            if (xo[k] >= floor(tau * pr[o])) any_full = 1;
+            const i64 s_ = rsrc[hrow * N + k], d_ = rdst[hrow * N + k];
+            const double rr = rem[s_ * N + d_], cap = capr[hrid[k]];
+            xo[k] = cap < rr ? cap : rr;
+            so[k] = s_; dso[k] = d_;
+            if (xo[k] >= flr[hrid[k]]) any_full = 1;
         }
         if (maxq > 1 && any_full) {
             /* keep the channel while every full lane stays full (quanta merging) */
             i64 m = maxq;
             for (i64 k = 0; k < N; k++) {
-                i64 o = h * N + k;
-                if (xo[k] >= floor(tau * pr[o])) {
+                if (xo[k] >= flr[hrid[k]]) {
                     double rr = rem[so[k] * N + dso[k]];
                     i64 mk = (i64)floor(rr / xo[k]);
                     if (mk < m) m = mk;
@@ -627,22 +634,22 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
                 for (i64 k = 0; k < N; k++) {
                     if (xo[k] > 0) {
                         double rr = rem[so[k] * N + dso[k]];
-                        double c = (double)m * floor(tau * pr[h * N + k]);
+                        double c = (double)m * flr[hrid[k]];
                         xo[k] = c < rr ? c : rr;
                     }
                 }
         }
         for (i64 k = 0; k < N; k++) { rem[so[k] * N + dso[k]] -= xo[k]; moved += xo[k]; }
         if (have_scores) update_scores(scores, so, dso, xo, N, G, gof, col_ptr, col_shape, col_val, dpair, touched);
-        out_fam[A] = pfam[h];
-        if (pfam[h] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
+        out_fam[A] = rfam[hrow];
+        if (rfam[hrow] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
         left -= moved;
         A++;
     }
     free(w); free(cred); free(credt); free(nterm); free(rused); free(pused); free(rtouched); free(order);
     free(la); free(ld); free(li); free(srcfree); free(dstfree); free(outc); free(slot_dst); free(ls); free(lr); free(dg); free(scores); free(dgw); free(pu); free(pv); free(t_out); free(t_in); free(top);
     free(rsrc); free(rdst); free(rfam); free(f); free(fbest); free(v);
-    free(psrc); free(pdst); free(pfam); free(pcap); free(pw); free(pr); free(dpair); free(touched); free(touched_k);
+    free(prow); free(capr); free(invr); free(flr); free(dpair); free(touched); free(touched_k);
     return A;
 }
 
