@@ -45,16 +45,21 @@ enum { D_TAU0, D_COARSE, D_MAXRATE, D_RANKP, D_PAIRP, D_OVERHEAD, D_REUSEFLOOR, 
  * NaN), then the lowest index holding it, found from a bit mask without a data-dependent branch. */
 #if defined(__SSE2__)
 #include <emmintrin.h>
-static i64 best_perm4(const double *v) {
-    /* (a, b) of the 12 pairs and their remaining (c, d), c < d */
-    static const int AB[12][4] = {{0, 1, 2, 3}, {0, 2, 1, 3}, {0, 3, 1, 2}, {1, 0, 2, 3}, {1, 2, 0, 3}, {1, 3, 0, 2},
-                                  {2, 0, 1, 3}, {2, 1, 0, 3}, {2, 3, 0, 1}, {3, 0, 1, 2}, {3, 1, 0, 2}, {3, 2, 0, 1}};
-    __m128d s[12];
-    for (int p = 0; p < 12; p++) {
-        const int a = AB[p][0], b = AB[p][1], c = AB[p][2], d = AB[p][3];
-        const __m128d ab = _mm_set1_pd(v[a] + v[4 + b]);
-        s[p] = _mm_add_pd(_mm_add_pd(ab, _mm_set_pd(v[8 + d], v[8 + c])), _mm_set_pd(v[12 + c], v[12 + d]));
-    }
+static i64 best_perm4(const double *r0, const double *r1, const double *r2, const double *r3) {
+    /* rows 2 and 3 as halves; (r2[c], r2[d]) and (r3[d], r3[c]) for the 6 pairs c < d by shuffles
+       (_mm_shuffle_pd(x, y, i): lane 0 = x[i & 1], lane 1 = y[i >> 1]) */
+    const __m128d L2 = _mm_loadu_pd(r2), H2 = _mm_loadu_pd(r2 + 2), L3 = _mm_loadu_pd(r3), H3 = _mm_loadu_pd(r3 + 2);
+    const __m128d c23 = H2, c13 = _mm_unpackhi_pd(L2, H2), c12 = _mm_shuffle_pd(L2, H2, 1), c03 = _mm_shuffle_pd(L2, H2, 2),
+                  c02 = _mm_unpacklo_pd(L2, H2), c01 = L2;
+    const __m128d d23 = _mm_shuffle_pd(H3, H3, 1), d13 = _mm_unpackhi_pd(H3, L3), d12 = _mm_shuffle_pd(H3, L3, 2),
+                  d03 = _mm_shuffle_pd(H3, L3, 1), d02 = _mm_unpacklo_pd(H3, L3), d01 = _mm_shuffle_pd(L3, L3, 1);
+#define VP_PAIR(a, b, C, D) _mm_add_pd(_mm_add_pd(_mm_set1_pd(r0[a] + r1[b]), C), D)
+    /* (a, b) in itertools order, with the remaining (c, d) */
+    const __m128d s[12] = {VP_PAIR(0, 1, c23, d23), VP_PAIR(0, 2, c13, d13), VP_PAIR(0, 3, c12, d12),
+                           VP_PAIR(1, 0, c23, d23), VP_PAIR(1, 2, c03, d03), VP_PAIR(1, 3, c02, d02),
+                           VP_PAIR(2, 0, c13, d13), VP_PAIR(2, 1, c03, d03), VP_PAIR(2, 3, c01, d01),
+                           VP_PAIR(3, 0, c12, d12), VP_PAIR(3, 1, c02, d02), VP_PAIR(3, 2, c01, d01)};
+#undef VP_PAIR
     __m128d m = _mm_max_pd(_mm_max_pd(_mm_max_pd(s[0], s[1]), _mm_max_pd(s[2], s[3])),
                            _mm_max_pd(_mm_max_pd(s[4], s[5]), _mm_max_pd(s[6], s[7])));
     m = _mm_max_pd(m, _mm_max_pd(_mm_max_pd(s[8], s[9]), _mm_max_pd(s[10], s[11])));
@@ -69,15 +74,15 @@ static i64 best_perm4(const double *v) {
     return best;
 }
 #else
-static i64 best_perm4(const double *v) {
+static i64 best_perm4(const double *r0, const double *r1, const double *r2, const double *r3) {
     static const int AB[12][4] = {{0, 1, 2, 3}, {0, 2, 1, 3}, {0, 3, 1, 2}, {1, 0, 2, 3}, {1, 2, 0, 3}, {1, 3, 0, 2},
                                   {2, 0, 1, 3}, {2, 1, 0, 3}, {2, 3, 0, 1}, {3, 0, 1, 2}, {3, 1, 0, 2}, {3, 2, 0, 1}};
     double sc[24];
     for (int p = 0; p < 12; p++) {
         const int a = AB[p][0], b = AB[p][1], c = AB[p][2], d = AB[p][3];
-        const double ab = v[a] + v[4 + b];
-        sc[2 * p] = (ab + v[8 + c]) + v[12 + d];
-        sc[2 * p + 1] = (ab + v[8 + d]) + v[12 + c];
+        const double ab = r0[a] + r1[b];
+        sc[2 * p] = (ab + r2[c]) + r3[d];
+        sc[2 * p + 1] = (ab + r2[d]) + r3[c];
     }
     i64 best = 0;
     for (i64 p = 1; p < 24; p++) if (sc[p] > sc[best]) best = p;
@@ -86,7 +91,7 @@ static i64 best_perm4(const double *v) {
 #endif
 
 static i64 best_perm(const double *v, const i64 *perms, i64 P, i64 g) {
-    if (g == 4) return best_perm4(v);
+    if (g == 4) return best_perm4(v, v + 4, v + 8, v + 12);
     if (g == 2) return (v[1] + v[2] > v[0] + v[3]) ? 1 : 0;
     i64 best = 0;
     double bs = 0.0;
@@ -293,7 +298,10 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
     *status = 1;
     const int use_w = rank_on != 0;
     const int wsc = wscore && use_w;
-    const int wsel = weighted && use_w;  /* EVALUATE counts pressure-weighted bytes */  /* weighted scores change with w: recomputed every activation */
+    const int wsel = weighted && use_w;  /* EVALUATE counts pressure-weighted bytes */
+    int g4c = g == 4;  /* groups of 4 consecutive ranks: the AA reads its 4 x 4 credits in place */
+    for (i64 a = 0; a < G && g4c; a++)
+        for (i64 c = 1; c < g; c++) if (groups[a * g + c] != groups[a * g] + c) g4c = 0;  /* weighted scores change with w: recomputed every activation */
 
     while (left > 0) {
         if (A >= max_acts) { *status = 2; break; }
@@ -551,21 +559,39 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
                 const i64 *in = fam_in + rfam[b] * N;
                 i64 *sb = rsrc + b * N, *db = rdst + b * N;
                 for (i64 a = 0; a < G; a++) {  /* fix destinations, assign sources per group */
-                    for (i64 l = 0; l < g; l++) {
-                        i64 k = a * g + l, j = db[k];
-                        const double *cr = credt + rid[k] * NN + j * N;  /* candidates i of group a: h_ij */
-                        for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[a * g + c]];
+                    i64 pi_;
+                    if (g4c) {  /* the g candidates of each lane lie side by side: no copy */
+                        const double *ct = credt + groups[a * g];
+                        const i64 k = a * g;
+                        pi_ = best_perm4(ct + rid[k] * NN + db[k] * N, ct + rid[k + 1] * NN + db[k + 1] * N,
+                                         ct + rid[k + 2] * NN + db[k + 2] * N, ct + rid[k + 3] * NN + db[k + 3] * N);
+                    } else {
+                        for (i64 l = 0; l < g; l++) {
+                            i64 k = a * g + l, j = db[k];
+                            const double *cr = credt + rid[k] * NN + j * N;  /* candidates i of group a: h_ij */
+                            for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[a * g + c]];
+                        }
+                        pi_ = best_perm(v, perms, P, g);
                     }
-                    const i64 *pm = perms + best_perm(v, perms, P, g) * g;
+                    const i64 *pm = perms + pi_ * g;
                     for (i64 l = 0; l < g; l++) sb[a * g + l] = groups[a * g + pm[l]];
                 }
                 for (i64 d = 0; d < G; d++) {  /* fix sources, assign destinations per group */
-                    for (i64 l = 0; l < g; l++) {
-                        i64 kk = in[d * g + l];
-                        const double *cr = cred + rid[kk] * NN + sb[kk] * N;
-                        for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[d * g + c]];
+                    i64 pi_;
+                    const i64 *ind = in + d * g;
+                    if (g4c) {
+                        const double *cg = cred + groups[d * g];
+                        pi_ = best_perm4(cg + rid[ind[0]] * NN + sb[ind[0]] * N, cg + rid[ind[1]] * NN + sb[ind[1]] * N,
+                                         cg + rid[ind[2]] * NN + sb[ind[2]] * N, cg + rid[ind[3]] * NN + sb[ind[3]] * N);
+                    } else {
+                        for (i64 l = 0; l < g; l++) {
+                            i64 kk = ind[l];
+                            const double *cr = cred + rid[kk] * NN + sb[kk] * N;
+                            for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[d * g + c]];
+                        }
+                        pi_ = best_perm(v, perms, P, g);
                     }
-                    const i64 *pm = perms + best_perm(v, perms, P, g) * g;
+                    const i64 *pm = perms + pi_ * g;
                     for (i64 l = 0; l < g; l++) db[in[d * g + l]] = groups[d * g + pm[l]];
                 }
             }
