@@ -495,6 +495,15 @@ class VarioPathPlanner:
                                        "planning_s_per_activation": planning_s / max(1, len(acts))})
 
     # -- the compiled loop ---------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Builds now what the first plan would: the compiled loop's flat catalog tables and their
+        checked binding (once per planner; they depend on the catalog and the parameters, never
+        on a demand). The scheduler factory calls it, so a planner's first plan costs what the
+        others do; ``plan`` builds them itself when this was not called."""
+        kernel = self._kernel_fn()
+        if kernel is not None:
+            self._bound_kernel(kernel, self._kernel_params(0.0)[0])
+
     def _kernel_fn(self):
         """The C loop when params.kernel allows it and it applies (g <= 5, permutation enumeration)."""
         mode = self.params.kernel
