@@ -267,7 +267,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
 
     double *w = malloc(sizeof(double) * NN);
     double *cred = malloc(sizeof(double) * NN * R), *credt = malloc(sizeof(double) * NN * R);
-    double *nterm = malloc(sizeof(double) * K * K);
+    double *nterm = malloc(sizeof(double) * K * K), *nrow = malloc(sizeof(double) * K * N);
     char *rused = calloc(nres + 1, 1), *pused = calloc(GG, 1);
     i64 *rtouched = malloc(sizeof(i64) * (nres + N + 1)), *order = malloc(sizeof(i64) * GG);
     i64 *la = malloc(sizeof(i64) * N), *ld = malloc(sizeof(i64) * N), *li = malloc(sizeof(i64) * N);
@@ -414,29 +414,40 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
            transposed, so the AA's source side reads contiguous candidates -- and the weighted D̂
            (fractional: summed in rank order, as the numpy path's np.add.at) */
         if (wsc) for (i64 k = 0; k < GG; k++) dgw[k] = 0.0;
-        for (i64 i = 0; i < N; i++) {
+        if (nodes_on)  /* the node term of row i: nrow[node of i][j] (0 inside the node: adding it changes nothing) */
+            for (i64 a = 0; a < K; a++)
+                for (i64 j = 0; j < N; j++) nrow[a * N + j] = node_of[j] != a ? nterm[a * K + node_of[j]] : 0.0;
+        for (i64 i = 0; i < N; i++) {  /* row by row, each term a plain loop over j (vectorizes) */
             const double *ri = rem + i * N;
             double *wi = w + i * N;
-            double *dgwi = dgw + gof[i] * G;
-            const double *nt = nterm + node_of[i] * K;
-            for (i64 j = 0; j < N; j++) {
-                const double r = ri[j];
-                const double qv = i == j ? FORBID : r * inv_tau;
-                double x = 1.0;
-                if (use_w) {
-                    x = power > 1 ? 1.0 + rp * (pu[i] + pv[j]) / 2.0 : 1.0 + rp * (pu[i] + pv[j]) / (2.0 * mx);
-                    if (pp != 0.0) x += pp * r / remmax;
-                    if (nodes_on && node_of[i] != node_of[j]) x += nt[node_of[j]];
-                    wi[j] = x;
-                    if (wsc) dgwi[gof[j]] += r * x;
+            if (use_w) {
+                const double pui = pu[i];
+                if (power > 1)
+                    for (i64 j = 0; j < N; j++) wi[j] = 1.0 + rp * (pui + pv[j]) / 2.0;
+                else {
+                    const double den = 2.0 * mx;
+                    for (i64 j = 0; j < N; j++) wi[j] = 1.0 + rp * (pui + pv[j]) / den;
                 }
-                for (i64 rr = 0; rr < R; rr++) {
-                    const double bw = rates_u[rr];
-                    double h = qv < bw ? qv : bw;
-                    if (use_w) h *= x;
-                    cred[rr * NN + i * N + j] = h;
-                    credt[rr * NN + j * N + i] = h;
+                if (pp != 0.0) for (i64 j = 0; j < N; j++) wi[j] += pp * ri[j] / remmax;
+                if (nodes_on) {
+                    const double *nr = nrow + node_of[i] * N;
+                    for (i64 j = 0; j < N; j++) wi[j] += nr[j];
                 }
+                if (wsc) {
+                    double *dgwi = dgw + gof[i] * G;
+                    for (i64 j = 0; j < N; j++) dgwi[gof[j]] += ri[j] * wi[j];
+                }
+            }
+            for (i64 rr = 0; rr < R; rr++) {
+                const double bw = rates_u[rr];
+                double *cr = cred + rr * NN + i * N;
+                if (use_w)
+                    for (i64 j = 0; j < N; j++) { const double qv = ri[j] * inv_tau; cr[j] = (qv < bw ? qv : bw) * wi[j]; }
+                else
+                    for (i64 j = 0; j < N; j++) { const double qv = ri[j] * inv_tau; cr[j] = qv < bw ? qv : bw; }
+                cr[i] = use_w ? FORBID * wi[i] : FORBID;  /* q_ii = FORBID < bw */
+                double *ct = credt + rr * NN + i;
+                for (i64 j = 0; j < N; j++) ct[j * N] = cr[j];
             }
         }
         /* -- shape scores (Eq. 6, or capped) and the beam -- */
@@ -479,13 +490,15 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
             /* the beam: the `want` best scores, ties by lower index (numpy's stable argsort of
                -scores), in one pass with insertion into the short sorted list */
             i64 want = beam < J ? beam : J, cnt = 0;
+            double thr = 0.0;  /* the last kept score once the list is full */
             for (i64 j = 0; j < J; j++) {
                 const double sj = scores[j];
-                if (cnt == want && !(sj > scores[top[cnt - 1]])) continue;
+                if (cnt == want && !(sj > thr)) continue;
                 i64 pos = cnt < want ? cnt : want - 1;
                 while (pos > 0 && sj > scores[top[pos - 1]]) { top[pos] = top[pos - 1]; pos--; }
                 top[pos] = j;
                 if (cnt < want) cnt++;
+                if (cnt == want) thr = scores[top[want - 1]];
             }
             i64 first = top[0];
             for (i64 t = 0; t < want; t++) if (scores[top[t]] > 0) top[ntop++] = top[t];
@@ -672,7 +685,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
         left -= moved;
         A++;
     }
-    free(w); free(cred); free(credt); free(nterm); free(rused); free(pused); free(rtouched); free(order);
+    free(w); free(cred); free(credt); free(nterm); free(nrow); free(rused); free(pused); free(rtouched); free(order);
     free(la); free(ld); free(li); free(srcfree); free(dstfree); free(outc); free(slot_dst); free(ls); free(lr); free(dg); free(scores); free(dgw); free(pu); free(pv); free(t_out); free(t_in); free(top);
     free(rsrc); free(rdst); free(rfam); free(f); free(fbest); free(v);
     free(prow); free(capr); free(invr); free(flr); free(dpair); free(touched); free(touched_k);
