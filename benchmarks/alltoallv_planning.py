@@ -181,12 +181,19 @@ def quality(presets: list[str]) -> None:
 
 
 def steady(presets: list[str], runs: int, repeats: int = 5) -> None:
-    """Cold first call vs steady state (median of ``repeats`` after a warm-up), medians of ``runs``."""
+    """Cold first call vs steady state (median of ``repeats`` after a warm-up), medians of ``runs``.
+
+    ``setup`` is the planner's construction -- with ``prepare()`` where the planner has it (the
+    compiled loop's per-catalog tables, as the scheduler factory builds them); the catalog itself
+    is built once before -- so ``setup + cold`` compares trees where the tables moved from the
+    first plan into the construction. The same script runs on an older tree (PYTHONPATH) for a
+    before/after in one run.
+    """
     platform = _platform()
     load = os.getloadavg()[0]
     print(f"\nplanning / modelled communication, R5080-BF3, Zipf s=0.6, 1 GiB per source, seed 0; {runs} fresh "
           f"planners each, steady = median of {repeats} after a warm-up; load average {load:.1f} on {os.cpu_count()} CPUs")
-    print(f"{'preset':>18} {'GPUs':>4} {'acts':>5} {'comm ms':>8} | {'cold us':>8} {'cold O/C':>8} | "
+    print(f"{'preset':>18} {'GPUs':>4} {'acts':>5} {'comm ms':>8} | {'setup ms':>8} {'cold us':>8} {'cold O/C':>8} | "
           f"{'steady us':>9} {'O/C wall':>8} {'CPU us':>7} {'O/C CPU':>8} {'us/act':>7}")
     med = statistics.median
     for nodes in (1, 2):
@@ -194,9 +201,13 @@ def steady(presets: list[str], runs: int, repeats: int = 5) -> None:
         cat = build_catalog(topo)
         d = zipf(topo.n_ranks, 2**30, 0.6, 0)
         for name in presets:
-            cold, wall, cpu = [], [], []
+            setup, cold, wall, cpu = [], [], [], []
             for _ in range(runs):
+                t0 = time.perf_counter()
                 planner = VarioPathPlanner(topo, cat, VarioPathParams(**preset(name)))
+                if hasattr(planner, "prepare"):
+                    planner.prepare()
+                setup.append(time.perf_counter() - t0)
                 first = planner.plan(d)
                 cold.append(first.meta["planning_s"])
                 planner.plan(d)
@@ -205,7 +216,7 @@ def steady(presets: list[str], runs: int, repeats: int = 5) -> None:
                 cpu.append(med(m["planning_cpu_s"] for m in metas))
             comm = evaluate(first, topo.capacity_Bps).completion_s
             n = first.n_activations
-            print(f"{name:>18} {topo.n_ranks:>4} {n:>5} {comm * 1e3:>8.2f} | {med(cold) * 1e6:>8.0f} "
+            print(f"{name:>18} {topo.n_ranks:>4} {n:>5} {comm * 1e3:>8.2f} | {med(setup) * 1e3:>8.1f} {med(cold) * 1e6:>8.0f} "
                   f"{med(cold) / comm * 100:>7.2f}% | {med(wall) * 1e6:>9.0f} {med(wall) / comm * 100:>7.2f}% "
                   f"{med(cpu) * 1e6:>7.0f} {med(cpu) / comm * 100:>7.2f}% {med(cpu) / n * 1e6:>7.1f}", flush=True)
 

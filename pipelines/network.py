@@ -320,6 +320,7 @@ def pcie_nccl_generation(accelerator: str | None):
 
 def pcie_options(cfg: Any, scheduler: str | None = None, accelerator: str | None = None):
     from fabrics.network.pcie import PcieNetworkParams
+    from pipelines.catalog_cache import catalog_source
 
     fab = dict(plain(cfg["fabric"]))
     sched, sparams = scheduler_choice(cfg, scheduler)
@@ -330,7 +331,8 @@ def pcie_options(cfg: Any, scheduler: str | None = None, accelerator: str | None
         planning=str(fab.get("planning", "per_activation")),
         planning_cost_per_activation_s=_number_or_unit(fab.get("planning_cost_per_activation", "20.6us"), parse_time,
                                                        "fabric.planning_cost_per_activation"),
-        catalog_dir=fab.get("catalog_dir"), validate=bool(fab.get("validate", True)))
+        catalog_dir=fab.get("catalog_dir"), catalogs=catalog_source(fab.get("catalog_dir")),
+        validate=bool(fab.get("validate", True)))
 
 
 # --- the cluster, the network and the model -------------------------------------------------------

@@ -21,17 +21,17 @@ cuts the search (ours), ``block_orders`` (the rest of the budget on other instan
 ``cover_every_instance`` (every instance in some family); ``search_families`` runs these in turn.
 Then ``cap_shapes`` (at most ``max_shapes``) and ``prune_families`` (PRUNE_FAMILIES).
 
-The catalog depends only on the topology and is cached on disk under its topology hash.
+The catalog depends only on the topology and the search parameters: ``catalog_key`` names it
+(topology hash and parameters) and ``Catalog.to_json`` / ``from_json`` turn it into plain data and
+back. This module reads and writes no files; the on-disk cache lives in
+``pipelines/catalog_cache.py``, which adds the version of this module's source to the key.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -39,13 +39,6 @@ from collectives.alltoallv.channels import ChannelTopology
 from collectives.errors import SpecError
 
 CATALOG_FORMAT = "gxnet.variopath.catalog/1"
-
-
-def algorithm_version() -> str:
-    """Hash of this module's source: part of the cache key, so a catalog cached by an earlier
-    version of the search is never reused (stale caches once gave 24/32-GPU clusters catalogs
-    without the layer-seeded families, and VarioPath then emitted hundreds of tiny activations)."""
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -609,18 +602,25 @@ def prune_families(space: SearchSpace, families: dict) -> tuple[list[tuple], lis
 
 # -- the catalog -------------------------------------------------------------------------------
 
-def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = None,
-                  max_nodes: int = 400_000, max_families_per_shape: int = 64, port_symmetry: bool = True,
-                  max_shapes: int = 4096) -> Catalog:
-    """Algorithm 1 (with an explicit DFS budget), cached under ``cache_dir/<topology hash>.json``."""
+CATALOG_DEFAULTS = {"max_nodes": 400_000, "max_families_per_shape": 64, "port_symmetry": True, "max_shapes": 4096}
+
+
+def catalog_key(topology: ChannelTopology, **params) -> str:
+    """The name of the catalog ``build_catalog(topology, **params)`` returns: the topology hash and
+    the search parameters (defaults filled in), for a cache keyed by content."""
+    p = {**CATALOG_DEFAULTS, **params}
+    unknown = sorted(set(p) - set(CATALOG_DEFAULTS))
+    if unknown:
+        raise SpecError(f"unknown catalog parameter(s) {', '.join(unknown)}; allowed: {', '.join(CATALOG_DEFAULTS)}")
+    return (f"{topology.topology_hash()}-{p['max_nodes']}-{p['max_families_per_shape']}-"
+            f"{int(p['port_symmetry'])}-{p['max_shapes']}")
+
+
+def build_catalog(topology: ChannelTopology, *, max_nodes: int = 400_000, max_families_per_shape: int = 64,
+                  port_symmetry: bool = True, max_shapes: int = 4096) -> Catalog:
+    """Algorithm 1 (with an explicit DFS budget). Pure: a cache of the result (``catalog_key``,
+    ``Catalog.to_json``) is the caller's (pipelines/catalog_cache.py)."""
     thash = topology.topology_hash()
-    path = None
-    if cache_dir is not None:
-        path = Path(cache_dir) / (f"{thash}-{algorithm_version()}-{max_nodes}-{max_families_per_shape}-"
-                                  f"{int(port_symmetry)}-{max_shapes}.json")
-        cached = _read_cached(path)
-        if cached is not None:
-            return cached
     t0 = time.perf_counter()
     space = search_space(topology, port_symmetry=port_symmetry)
     store = FamilyStore(pair_code=space.pair_code, max_per_shape=max_families_per_shape)
@@ -635,23 +635,7 @@ def build_catalog(topology: ChannelTopology, *, cache_dir: str | Path | None = N
                   build_s=time.perf_counter() - t0, complete=not truncated,
                   stats={"instances": space.m, "pruned_paths": space.pruned_paths, "dfs_nodes": nodes,
                          "uncovered_instances": uncovered, "dropped_shapes": dropped,
-                         "duplicate_families": n_dup, "dominated_families": n_dom, "cache": "miss" if cache_dir else "off"})
+                         "duplicate_families": n_dup, "dominated_families": n_dom, "cache": "off"})
     if not buckets:
         raise SpecError(f"topology {topology.name} has no realizable channel shape; check that every group can reach the others")
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(cat.to_json()))
-        tmp.replace(path)
-    return cat
-
-
-def _read_cached(path: Path) -> Catalog | None:
-    if not path.exists():
-        return None
-    try:
-        cat = Catalog.from_json(json.loads(path.read_text()))
-    except (ValueError, KeyError, json.JSONDecodeError):
-        return None  # a stale or foreign file: rebuild and overwrite
-    cat.stats["cache"] = "hit"
     return cat

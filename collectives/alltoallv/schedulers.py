@@ -1,7 +1,10 @@
-"""The ``SCHEDULERS`` registry: Hydra option name -> factory ``(topology, params, cache_dir) -> planner``.
+"""The ``SCHEDULERS`` registry: Hydra option name -> factory ``(topology, params, catalogs) -> planner``.
 
 Every planner has ``name``, ``plan(demand) -> AlltoallvSchedule`` and ``catalog`` (``None``
 unless it uses VarioPath's offline catalog). Unknown parameters are a ``SpecError``.
+``catalogs`` is where VarioPath's offline catalog comes from: a callable
+``(topology, **catalog parameters) -> Catalog`` (pipelines/catalog_cache.py passes a file-cached
+one) or None, ``build_catalog`` in memory.
 
 | key | what |
 |---|---|
@@ -19,8 +22,6 @@ unless it uses VarioPath's offline catalog). Unknown parameters are a ``SpecErro
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
-
 from collectives.alltoallv.baselines import ChannelAblation, DeepEpLike, FastLike, NcclPairwise
 from collectives.alltoallv.catalog import build_catalog
 from collectives.alltoallv.channels import ChannelTopology
@@ -42,21 +43,23 @@ def _check(name: str, params: dict, allowed: set[str]) -> dict:
     return params
 
 
-def _variopath(topology: ChannelTopology, params: dict, cache_dir, name: str) -> VarioPathPlanner:
+def _variopath(topology: ChannelTopology, params: dict, catalogs, name: str) -> VarioPathPlanner:
     fields = {f.name for f in dataclasses.fields(VarioPathParams)}
     params = _check(name, params, fields | _CATALOG_KEYS)
     cat_kw = {k: int(params.pop(k)) for k in list(params) if k in _CATALOG_KEYS}
-    catalog = build_catalog(topology, cache_dir=cache_dir, **cat_kw)
-    return VarioPathPlanner(topology, catalog, VarioPathParams(**params), name=name)
+    catalog = (catalogs or build_catalog)(topology, **cat_kw)
+    planner = VarioPathPlanner(topology, catalog, VarioPathParams(**params), name=name)
+    planner.prepare()  # the per-catalog tables of the compiled loop: built with the catalog, not on the first plan
+    return planner
 
 
 @SCHEDULERS.register("variopath")
-def make_variopath(topology, params=None, cache_dir: str | Path | None = None):
-    return _variopath(topology, params, cache_dir, "variopath")
+def make_variopath(topology, params=None, catalogs=None):
+    return _variopath(topology, params, catalogs, "variopath")
 
 
 def _ablation(name: str, peers: str, paths: str):
-    def make(topology, params=None, cache_dir=None):
+    def make(topology, params=None, catalogs=None):
         p = _check(name, params, {"k_target_per_rank", "rank_pressure"})
         r = ChannelAblation(topology, peers=peers, paths=paths, name=name, **p)
         r.catalog = None
@@ -72,7 +75,7 @@ make_greedy_joint = _ablation("greedy_joint", "demand", "dynamic")
 
 
 @SCHEDULERS.register("nccl")
-def make_nccl(topology, params=None, cache_dir=None):
+def make_nccl(topology, params=None, catalogs=None):
     _check("nccl", params, set())
     r = NcclPairwise(topology)
     r.catalog = None
@@ -80,7 +83,7 @@ def make_nccl(topology, params=None, cache_dir=None):
 
 
 @SCHEDULERS.register("fast")
-def make_fast(topology, params=None, cache_dir=None):
+def make_fast(topology, params=None, catalogs=None):
     _check("fast", params, set())
     r = FastLike(topology)
     r.catalog = None
@@ -88,7 +91,7 @@ def make_fast(topology, params=None, cache_dir=None):
 
 
 @SCHEDULERS.register("deepep")
-def make_deepep(topology, params=None, cache_dir=None):
+def make_deepep(topology, params=None, catalogs=None):
     _check("deepep", params, set())
     r = DeepEpLike(topology)
     r.catalog = None
@@ -96,16 +99,16 @@ def make_deepep(topology, params=None, cache_dir=None):
 
 
 @SCHEDULERS.register("milp")
-def make_milp(topology, params=None, cache_dir=None):
+def make_milp(topology, params=None, catalogs=None):
     p = _check("milp", params, {"max_ranks", "max_iterations", "time_limit_s", "gap_tolerance", "warm_start"})
     warm = p.pop("warm_start", True)
     planner = MilpOptimum(topology, **p)
     if warm:
-        vp = make_variopath(topology, {}, cache_dir)
+        vp = make_variopath(topology, {}, catalogs)
         planner.warm_start = vp.plan
     planner.catalog = None
     return planner
 
 
-def make_scheduler(name: str, topology: ChannelTopology, params: dict | None = None, cache_dir=None):
-    return SCHEDULERS.get(name)(topology, params or {}, cache_dir)
+def make_scheduler(name: str, topology: ChannelTopology, params: dict | None = None, catalogs=None):
+    return SCHEDULERS.get(name)(topology, params or {}, catalogs)

@@ -99,8 +99,9 @@ def quantum_s(demand: np.ndarray, topology: ChannelTopology, k_target_per_rank: 
     """τ such that the demand drains in about K_target = k * N rounds.
 
     The expected completion is a lower bound: the busiest rank at the fastest path rate and, when
-    the catalog's group capacities are given, the busiest rank group's traffic to other groups
-    at the best contention-free rate out of (into) that group.
+    the catalog's group capacities are given (positive; inf for a group without cross lanes),
+    the busiest rank group's traffic to other groups at the best contention-free rate out of
+    (into) that group.
     """
     d = np.asarray(demand, dtype=np.float64)
     t_est = max(d.sum(axis=1).max(), d.sum(axis=0).max()) / (max_rate_Bps or topology.max_rate_Bps())
@@ -110,11 +111,12 @@ def quantum_s(demand: np.ndarray, topology: ChannelTopology, k_target_per_rank: 
             onehot = np.zeros((topology.n_ranks, topology.n_groups))
             for a, grp in enumerate(topology.groups):
                 onehot[list(grp), a] = 1.0
+        # group-level traffic to other groups (D̂ without its diagonal): whole bytes, so these
+        # sums are exact in any order; the capacities are positive (inf: no cross lanes, 0 s)
         dg = onehot.T @ d @ onehot
-        np.fill_diagonal(dg, 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t_out = np.where(dg.sum(axis=1) > 0, dg.sum(axis=1) / cap_out, 0.0)
-            t_in = np.where(dg.sum(axis=0) > 0, dg.sum(axis=0) / cap_in, 0.0)
+        diag = dg.diagonal()
+        t_out = (dg.sum(axis=1) - diag) / cap_out
+        t_in = (dg.sum(axis=0) - diag) / cap_in
         t_est = max(t_est, float(t_out.max()), float(t_in.max()))
     return max(t_est / (k_target_per_rank * topology.n_ranks), 1e-15)
 
@@ -472,7 +474,9 @@ class VarioPathPlanner:
         rem = demand.astype(np.float64)
         tau0 = quantum_s(demand, self.topology, self.params.k_target_per_rank, self.group_caps, self.max_rate_Bps,
                          self.onehot)
-        raw = []  # (bytes, src, dst, instances) per activation: what the runtime needs
+        # (bytes, src, dst, instances) per activation -- what the runtime needs -- as one entry
+        # per activation (1-D rows, the numpy path) or per block of the compiled loop (2-D)
+        raw = []
         guard = 50 * self.N * self.N + 100 * int(np.count_nonzero(demand)) + 1000
         kernel = self._kernel_fn()
         if kernel is not None:
@@ -481,8 +485,8 @@ class VarioPathPlanner:
             self._decompose_numpy(rem, tau0, raw, guard)
         planning_s, planning_cpu_s = time.perf_counter() - t0, time.process_time() - c0
         acts = tuple(Activation(lanes=tuple(
-            Lane(src=int(i), dst=int(k), path=self._path(int(i), int(k), int(t)), bytes=int(v))
-            for i, k, t, v in zip(src, dst, fam, x) if v > 0)) for x, src, dst, fam in raw)
+            Lane(src=i, dst=k, path=self._path(i, k, t), bytes=int(v))
+            for i, k, t, v in zip(src, dst, fam, x) if v > 0)) for x, src, dst, fam in _rows(raw))
         emit_s = time.perf_counter() - t0 - planning_s
         return AlltoallvSchedule(scheduler=self.name, platform=self.topology.name, n_ranks=self.N, demand=demand,
                                  activations=acts, channels=True,
@@ -491,6 +495,15 @@ class VarioPathPlanner:
                                        "planning_s_per_activation": planning_s / max(1, len(acts))})
 
     # -- the compiled loop ---------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Builds now what the first plan would: the compiled loop's flat catalog tables and their
+        checked binding (once per planner; they depend on the catalog and the parameters, never
+        on a demand). The scheduler factory calls it, so a planner's first plan costs what the
+        others do; ``plan`` builds them itself when this was not called."""
+        kernel = self._kernel_fn()
+        if kernel is not None:
+            self._bound_kernel(kernel, self._kernel_params(0.0)[0])
+
     def _kernel_fn(self):
         """The C loop when params.kernel allows it and it applies (g <= 5, permutation enumeration)."""
         mode = self.params.kernel
@@ -609,12 +622,13 @@ class VarioPathPlanner:
             if len(raw) > guard:
                 raise RuntimeError("VarioPath did not drain the demand; this is a bug")
             n, status = bound(dp, rem)
-            if n:  # one copy per block; the rows are views into the bound buffers
+            if n:  # one copy per block of the bound buffers, kept as one 2-D entry
                 out_fam = bound.out_fam[:n]
                 fams = fam_all[np.minimum(out_fam, F - 1)]
                 syn = out_fam == F  # synthesized online: its instances come back in out_inst
-                fams[syn] = bound.out_inst[:n][syn]
-                raw.extend(zip(bound.out_x[:n].copy(), bound.out_src[:n].copy(), bound.out_dst[:n].copy(), fams))
+                if syn.any():
+                    fams[syn] = bound.out_inst[:n][syn]
+                raw.append((bound.out_x[:n].copy(), bound.out_src[:n].copy(), bound.out_dst[:n].copy(), fams))
             if status == 1:
                 return
             if status == 0:  # no candidate: the numpy path's tie-break / forced binding, one activation
@@ -707,6 +721,16 @@ class VarioPathPlanner:
             raw.append((x, src, dst, fam))
             rem[src, dst] -= x
             left -= x.sum()
+
+
+def _rows(raw: list):
+    """(bytes, src, dst, instances) of every activation as Python lists, in order: an entry of
+    ``raw`` is one activation (1-D arrays) or a block of the compiled loop's (2-D, one row each)."""
+    for x, src, dst, fam in raw:
+        if x.ndim == 1:
+            yield x.tolist(), src.tolist(), dst.tolist(), fam.tolist()
+        else:
+            yield from zip(x.tolist(), src.tolist(), dst.tolist(), fam.tolist())
 
 
 def check_demand(demand, n: int) -> np.ndarray:

@@ -37,55 +37,61 @@ enum { D_TAU0, D_COARSE, D_MAXRATE, D_RANKP, D_PAIRP, D_OVERHEAD, D_REUSEFLOOR, 
 
 /* The maximum-weight assignment of a g x g credit matrix v (rows = lanes, columns = candidate
  * GPUs) as the index of the best permutation in itertools.permutations order (the numpy path's
- * enumeration); the first maximum wins, as numpy's argmax. g = 2 and 4 are unrolled. */
-static i64 best_perm4(const double *v) {
-    /* fully unrolled (no data-dependent branches but the running maximum): the 24 sums in
-       itertools.permutations order, each ((v0a + v1b) + v2c) + v3d as the generic loop */
-    const double s01 = v[0] + v[5];
-    const double s02 = v[0] + v[6];
-    const double s03 = v[0] + v[7];
-    const double s10 = v[1] + v[4];
-    const double s12 = v[1] + v[6];
-    const double s13 = v[1] + v[7];
-    const double s20 = v[2] + v[4];
-    const double s21 = v[2] + v[5];
-    const double s23 = v[2] + v[7];
-    const double s30 = v[3] + v[4];
-    const double s31 = v[3] + v[5];
-    const double s32 = v[3] + v[6];
-    double s[24];
-    s[0] = s01 + v[10] + v[15];
-    s[1] = s01 + v[11] + v[14];
-    s[2] = s02 + v[9] + v[15];
-    s[3] = s02 + v[11] + v[13];
-    s[4] = s03 + v[9] + v[14];
-    s[5] = s03 + v[10] + v[13];
-    s[6] = s10 + v[10] + v[15];
-    s[7] = s10 + v[11] + v[14];
-    s[8] = s12 + v[8] + v[15];
-    s[9] = s12 + v[11] + v[12];
-    s[10] = s13 + v[8] + v[14];
-    s[11] = s13 + v[10] + v[12];
-    s[12] = s20 + v[9] + v[15];
-    s[13] = s20 + v[11] + v[13];
-    s[14] = s21 + v[8] + v[15];
-    s[15] = s21 + v[11] + v[12];
-    s[16] = s23 + v[8] + v[13];
-    s[17] = s23 + v[9] + v[12];
-    s[18] = s30 + v[9] + v[14];
-    s[19] = s30 + v[10] + v[13];
-    s[20] = s31 + v[8] + v[14];
-    s[21] = s31 + v[10] + v[12];
-    s[22] = s32 + v[8] + v[13];
-    s[23] = s32 + v[9] + v[12];
+ * enumeration); the first maximum wins, as numpy's argmax. g = 2 and 4 are unrolled.
+ *
+ * g = 4: the 24 sums in itertools.permutations order, each ((v0a + v1b) + v2c) + v3d as the
+ * generic loop; permutations 2p and 2p + 1 share (a, b) and swap (c, d), so they are summed as
+ * one pair. The first maximum: the largest value (max is exact in any order; credits are never
+ * NaN), then the lowest index holding it, found from a bit mask without a data-dependent branch. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+static i64 best_perm4(const double *r0, const double *r1, const double *r2, const double *r3) {
+    /* rows 2 and 3 as halves; (r2[c], r2[d]) and (r3[d], r3[c]) for the 6 pairs c < d by shuffles
+       (_mm_shuffle_pd(x, y, i): lane 0 = x[i & 1], lane 1 = y[i >> 1]) */
+    const __m128d L2 = _mm_loadu_pd(r2), H2 = _mm_loadu_pd(r2 + 2), L3 = _mm_loadu_pd(r3), H3 = _mm_loadu_pd(r3 + 2);
+    const __m128d c23 = H2, c13 = _mm_unpackhi_pd(L2, H2), c12 = _mm_shuffle_pd(L2, H2, 1), c03 = _mm_shuffle_pd(L2, H2, 2),
+                  c02 = _mm_unpacklo_pd(L2, H2), c01 = L2;
+    const __m128d d23 = _mm_shuffle_pd(H3, H3, 1), d13 = _mm_unpackhi_pd(H3, L3), d12 = _mm_shuffle_pd(H3, L3, 2),
+                  d03 = _mm_shuffle_pd(H3, L3, 1), d02 = _mm_unpacklo_pd(H3, L3), d01 = _mm_shuffle_pd(L3, L3, 1);
+#define VP_PAIR(a, b, C, D) _mm_add_pd(_mm_add_pd(_mm_set1_pd(r0[a] + r1[b]), C), D)
+    /* (a, b) in itertools order, with the remaining (c, d) */
+    const __m128d s[12] = {VP_PAIR(0, 1, c23, d23), VP_PAIR(0, 2, c13, d13), VP_PAIR(0, 3, c12, d12),
+                           VP_PAIR(1, 0, c23, d23), VP_PAIR(1, 2, c03, d03), VP_PAIR(1, 3, c02, d02),
+                           VP_PAIR(2, 0, c13, d13), VP_PAIR(2, 1, c03, d03), VP_PAIR(2, 3, c01, d01),
+                           VP_PAIR(3, 0, c12, d12), VP_PAIR(3, 1, c02, d02), VP_PAIR(3, 2, c01, d01)};
+#undef VP_PAIR
+    __m128d m = _mm_max_pd(_mm_max_pd(_mm_max_pd(s[0], s[1]), _mm_max_pd(s[2], s[3])),
+                           _mm_max_pd(_mm_max_pd(s[4], s[5]), _mm_max_pd(s[6], s[7])));
+    m = _mm_max_pd(m, _mm_max_pd(_mm_max_pd(s[8], s[9]), _mm_max_pd(s[10], s[11])));
+    m = _mm_max_pd(m, _mm_shuffle_pd(m, m, 1));
+    unsigned mask = 0;
+    for (int p = 0; p < 12; p++) mask |= (unsigned)_mm_movemask_pd(_mm_cmpeq_pd(s[p], m)) << (2 * p);
+    if (mask) return __builtin_ctz(mask);
+    double sc[24];  /* unreachable without NaN: the running scan's answer */
+    for (int p = 0; p < 12; p++) _mm_storeu_pd(sc + 2 * p, s[p]);
     i64 best = 0;
-    double bs = s[0];
-    for (i64 p = 1; p < 24; p++) if (s[p] > bs) { bs = s[p]; best = p; }
+    for (i64 p = 1; p < 24; p++) if (sc[p] > sc[best]) best = p;
     return best;
 }
+#else
+static i64 best_perm4(const double *r0, const double *r1, const double *r2, const double *r3) {
+    static const int AB[12][4] = {{0, 1, 2, 3}, {0, 2, 1, 3}, {0, 3, 1, 2}, {1, 0, 2, 3}, {1, 2, 0, 3}, {1, 3, 0, 2},
+                                  {2, 0, 1, 3}, {2, 1, 0, 3}, {2, 3, 0, 1}, {3, 0, 1, 2}, {3, 1, 0, 2}, {3, 2, 0, 1}};
+    double sc[24];
+    for (int p = 0; p < 12; p++) {
+        const int a = AB[p][0], b = AB[p][1], c = AB[p][2], d = AB[p][3];
+        const double ab = r0[a] + r1[b];
+        sc[2 * p] = (ab + r2[c]) + r3[d];
+        sc[2 * p + 1] = (ab + r2[d]) + r3[c];
+    }
+    i64 best = 0;
+    for (i64 p = 1; p < 24; p++) if (sc[p] > sc[best]) best = p;
+    return best;
+}
+#endif
 
 static i64 best_perm(const double *v, const i64 *perms, i64 P, i64 g) {
-    if (g == 4) return best_perm4(v);
+    if (g == 4) return best_perm4(v, v + 4, v + 8, v + 12);
     if (g == 2) return (v[1] + v[2] > v[0] + v[3]) ? 1 : 0;
     i64 best = 0;
     double bs = 0.0;
@@ -180,6 +186,50 @@ fail:
     return 0;
 }
 
+/* Eq. 6 scores of every shape from the dense (GG x J) shape entries: Σ_k M_jk dsc_k over the
+ * group pairs k in ascending order, skipping zero pairs -- the sums of the column loop, the same
+ * additions in the same order for every shape -- with blocks of 8 shapes held in registers over
+ * all pairs, so the scores are written once instead of once per pair. */
+static void dense_scores(double *restrict scores, const double *restrict dense_val, const double *restrict dsc,
+                         i64 GG, i64 J, i64 *restrict nzk) {
+    i64 nk = 0;
+    for (i64 k = 0; k < GG; k++) if (dsc[k] != 0.0) nzk[nk++] = k;
+    i64 j0 = 0;
+    for (; j0 + 8 <= J; j0 += 8) {
+        double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+        for (i64 t = 0; t < nk; t++) {
+            const i64 k = nzk[t];
+            const double dk = dsc[k];
+            const double *restrict row = dense_val + k * J + j0;
+            for (int u = 0; u < 8; u++) acc[u] += row[u] * dk;
+        }
+        for (int u = 0; u < 8; u++) scores[j0 + u] = acc[u];
+    }
+    for (; j0 < J; j0++) {
+        double acc = 0.0;
+        for (i64 t = 0; t < nk; t++) acc += dense_val[nzk[t] * J + j0] * dsc[nzk[t]];
+        scores[j0] = acc;
+    }
+}
+
+/* EVALUATE (Eqs. 9-10) of one bound channel (lane k: sb[k] -> db[k] at rate id rid[k]) on the
+ * remaining demand: x_k = min(cap(rate), rem), utility = Σ x (x w when weighted) / (λ + max x / bw).
+ * cap and 1 / bw per distinct rate, computed once per τ: the same values as per lane. */
+static inline double channel_utility(const i64 *sb, const i64 *db, const i64 *rid, const double *rem,
+                                     const double *w, int wsel, const double *capr, const double *invr,
+                                     i64 N, double lambda) {
+    double useful = 0.0, dur = 0.0;
+    for (i64 k = 0; k < N; k++) {
+        const i64 o = sb[k] * N + db[k];
+        const double rr = rem[o], cap = capr[rid[k]];
+        const double x = cap < rr ? cap : rr;
+        useful += wsel ? x * w[o] : x;
+        const double t = x * invr[rid[k]];
+        if (t > dur) dur = t;
+    }
+    return useful / (lambda + dur + 1e-300);
+}
+
 static const double *sort_key;
 static int by_key_desc(const void *x, const void *y) {
     const i64 a = *(const i64 *)x, b = *(const i64 *)y;
@@ -215,8 +265,9 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
     const double np_ = dp[D_NODEP];
     const i64 NN = N * N, GG = G * G;
 
-    double *q = malloc(sizeof(double) * NN), *w = malloc(sizeof(double) * NN);
-    double *cred = malloc(sizeof(double) * NN * R);
+    double *w = malloc(sizeof(double) * NN);
+    double *cred = malloc(sizeof(double) * NN * R), *credt = malloc(sizeof(double) * NN * R);
+    double *nterm = malloc(sizeof(double) * K * K), *nrow = malloc(sizeof(double) * K * N);
     char *rused = calloc(nres + 1, 1), *pused = calloc(GG, 1);
     i64 *rtouched = malloc(sizeof(i64) * (nres + N + 1)), *order = malloc(sizeof(i64) * GG);
     i64 *la = malloc(sizeof(i64) * N), *ld = malloc(sizeof(i64) * N), *li = malloc(sizeof(i64) * N);
@@ -232,73 +283,88 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
     i64 *rfam = malloc(sizeof(i64) * max_rows);
     double *f = malloc(sizeof(double) * max_rows), *fbest = malloc(sizeof(double) * max_rows);
     double *v = malloc(sizeof(double) * g * g);
-    /* pool of bound channels (ok rows of the last AA) for reuse */
-    i64 *psrc = malloc(sizeof(i64) * max_rows * N), *pdst = malloc(sizeof(i64) * max_rows * N);
-    i64 *pfam = malloc(sizeof(i64) * max_rows);
-    double *pcap = malloc(sizeof(double) * max_rows * N), *pw = malloc(sizeof(double) * max_rows * N);
-    double *pr = malloc(sizeof(double) * max_rows * N);
+    /* pool of bound channels for reuse: the ok rows of the last AA run (their rsrc / rdst rows) */
+    i64 *prow = malloc(sizeof(i64) * max_rows);
+    double *capr = malloc(sizeof(double) * R), *invr = malloc(sizeof(double) * R), *flr = malloc(sizeof(double) * R);
     i64 npool = 0, reuse_left = 0;
     int have_scores = 0, have_synth = 0;
     i64 aa_runs = 0;
     double *dpair = calloc(GG, sizeof(double));
-    i64 *touched = malloc(sizeof(i64) * N);
+    i64 *touched = malloc(sizeof(i64) * N), *touched_k = malloc(sizeof(i64) * GG);
     double util0 = 0.0;
     double left = 0.0;
     for (i64 k = 0; k < NN; k++) left += rem[k];
     i64 A = 0;
     *status = 1;
     const int use_w = rank_on != 0;
-    const int wsc = wscore && use_w;  /* weighted scores change with w: recomputed every activation */
+    const int wsc = wscore && use_w;
+    const int wsel = weighted && use_w;  /* EVALUATE counts pressure-weighted bytes */
+    int g4c = g == 4;  /* groups of 4 consecutive ranks: the AA reads its 4 x 4 credits in place */
+    for (i64 a = 0; a < G && g4c; a++)
+        for (i64 c = 1; c < g; c++) if (groups[a * g + c] != groups[a * g] + c) g4c = 0;  /* weighted scores change with w: recomputed every activation */
 
     while (left > 0) {
         if (A >= max_acts) { *status = 2; break; }
         double *xo = out_x + A * N;
         i64 *so = out_src + A * N, *dso = out_dst + A * N;
-        /* -- reuse: re-EVALUATE the last AA's channels on the new remaining demand -- */
+        /* -- reuse: re-EVALUATE the last AA's channels on the new remaining demand (the pool
+              rows, their w and per-rate caps are those of that AA run, unchanged since) -- */
         if (reuse_left > 0 && npool > 0) {
             i64 h = -1;
             double hu = 0.0;
             for (i64 b = 0; b < npool; b++) {
-                double useful = 0.0, dur = 0.0;
-                for (i64 k = 0; k < N; k++) {
-                    i64 o = b * N + k;
-                    double rr = rem[psrc[o] * N + pdst[o]];
-                    double x = pcap[o] < rr ? pcap[o] : rr;
-                    useful += weighted ? x * pw[o] : x;
-                    double t = x * (1.0 / pr[o]);
-                    if (t > dur) dur = t;
-                }
-                double u = useful / (lambda + dur + 1e-300);
+                const i64 row = prow[b];
+                const double u = channel_utility(rsrc + row * N, rdst + row * N, fam_rid + rfam[row] * N, rem, w,
+                                                 wsel, capr, invr, N, lambda);
                 if (h < 0 || u > hu) { hu = u; h = b; }
             }
             if (h >= 0 && hu > 0 && hu >= reuse_floor * util0) {
                 reuse_left--;
+                const i64 row = prow[h];
+                const i64 *rid = fam_rid + rfam[row] * N;
                 double moved = 0.0;
                 for (i64 k = 0; k < N; k++) {
-                    i64 o = h * N + k;
-                    double rr = rem[psrc[o] * N + pdst[o]];
-                    double x = pcap[o] < rr ? pcap[o] : rr;
-                    xo[k] = x; so[k] = psrc[o]; dso[k] = pdst[o];
+                    const i64 s_ = rsrc[row * N + k], d_ = rdst[row * N + k];
+                    const double rr = rem[s_ * N + d_], cap = capr[rid[k]];
+                    xo[k] = cap < rr ? cap : rr; so[k] = s_; dso[k] = d_;
                 }
                 for (i64 k = 0; k < N; k++) { rem[so[k] * N + dso[k]] -= xo[k]; moved += xo[k]; }
                 if (have_scores) update_scores(scores, so, dso, xo, N, G, gof, col_ptr, col_shape, col_val, dpair, touched);
-                out_fam[A] = pfam[h];
-                if (pfam[h] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
+                out_fam[A] = rfam[row];
+                if (rfam[row] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
                 left -= moved;
                 A++;
                 continue;
             }
         }
         /* -- τ (coarse rounds: up to 1/coarse of the remaining lower bound) -- */
+        /* one pass over rem for the rank loads, D̂, the largest entry and the nodes' cross traffic:
+           rem holds whole bytes (< 2^53), so these sums are exact in any order */
+        const int nodes_on = use_w && np_ != 0.0 && K > 1;
         for (i64 i = 0; i < N; i++) { ls[i] = 0.0; lr[i] = 0.0; }
-        for (i64 i = 0; i < N; i++)
-            for (i64 j = 0; j < N; j++) { double r = rem[i * N + j]; ls[i] += r; lr[j] += r; }
         for (i64 k = 0; k < GG; k++) dg[k] = 0.0;
-        for (i64 i = 0; i < N; i++)
-            for (i64 j = 0; j < N; j++) dg[gof[i] * G + gof[j]] += rem[i * N + j];
-        double mx = 0.0, remmax = 0.0;
+        for (i64 c = 0; c < K; c++) { t_out[c] = 0.0; t_in[c] = 0.0; }
+        double remmax = 0.0;
+        for (i64 i = 0; i < N; i++) {
+            const double *ri = rem + i * N;
+            double *dgi = dg + gof[i] * G;
+            double si = 0.0, mi = 0.0;
+            for (i64 j = 0; j < N; j++) {
+                const double r = ri[j];
+                si += r; lr[j] += r;
+                dgi[gof[j]] += r;
+                mi = r > mi ? r : mi;
+            }
+            ls[i] = si;
+            remmax = mi > remmax ? mi : remmax;
+            if (nodes_on) {
+                const i64 ni = node_of[i];
+                for (i64 j = 0; j < N; j++)
+                    if (node_of[j] != ni) { t_out[ni] += ri[j]; t_in[node_of[j]] += ri[j]; }
+            }
+        }
+        double mx = 0.0;
         for (i64 i = 0; i < N; i++) { if (ls[i] > mx) mx = ls[i]; if (lr[i] > mx) mx = lr[i]; }
-        for (i64 k = 0; k < NN; k++) if (rem[k] > remmax) remmax = rem[k];
         double tau = tau0;
         if (coarse > 0) {
             double t_est = mx / max_rate;
@@ -314,54 +380,86 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
             if (tc > tau) tau = tc;
         }
         const double inv_tau = 1.0 / tau;
-        for (i64 k = 0; k < NN; k++) q[k] = rem[k] * inv_tau;
-        for (i64 i = 0; i < N; i++) q[i * N + i] = FORBID;
         if (use_w) {
             /* rank terms (VarioPathPlanner._rank_weights): linear, or (load / max)^p as repeated products */
-            if (power > 1)
-                for (i64 i = 0; i < N; i++) {
+            for (i64 i = 0; i < N; i++) {
+                if (power > 1) {
                     const double u = ls[i] / mx, vv = lr[i] / mx;
                     double a = u, b = vv;
                     for (i64 e = 1; e < power; e++) { a = a * u; b = b * vv; }
                     pu[i] = a; pv[i] = b;
+                } else {
+                    pu[i] = ls[i]; pv[i] = lr[i];
                 }
+            }
             /* node terms (VarioPathPlanner._node_weights): each node's remaining bytes out (in) over its
-               best contention-free rate, over the largest such time or the busiest rank's */
-            double t_max = 0.0;
-            const int nodes_on = np_ != 0.0 && K > 1;
+               best contention-free rate, over the largest such time or the busiest rank's; one
+               value per (node of i, node of j), 0 inside a node */
+            for (i64 c = 0; c < K * K; c++) nterm[c] = 0.0;
             if (nodes_on) {
-                for (i64 c = 0; c < K; c++) { t_out[c] = 0.0; t_in[c] = 0.0; }
-                for (i64 i = 0; i < N; i++)
-                    for (i64 j = 0; j < N; j++)
-                        if (node_of[i] != node_of[j]) { t_out[node_of[i]] += rem[i * N + j]; t_in[node_of[j]] += rem[i * N + j]; }
-                t_max = mx / max_rate;
+                double t_max = mx / max_rate;
                 for (i64 c = 0; c < K; c++) {
                     t_out[c] = t_out[c] / node_cap_out[c];
                     t_in[c] = t_in[c] / node_cap_in[c];
                     if (t_out[c] > t_max) t_max = t_out[c];
                     if (t_in[c] > t_max) t_max = t_in[c];
                 }
+                if (t_max > 0)
+                    for (i64 a = 0; a < K; a++)
+                        for (i64 b = 0; b < K; b++)
+                            if (a != b) nterm[a * K + b] = np_ * ((t_out[a] + t_in[b]) / (2.0 * t_max));
             }
-            for (i64 i = 0; i < N; i++)
-                for (i64 j = 0; j < N; j++) {
-                    double x = power > 1 ? 1.0 + rp * (pu[i] + pv[j]) / 2.0 : 1.0 + rp * (ls[i] + lr[j]) / (2.0 * mx);
-                    if (pp != 0.0) x += pp * rem[i * N + j] / remmax;
-                    if (nodes_on && t_max > 0 && node_of[i] != node_of[j])
-                        x += np_ * ((t_out[node_of[i]] + t_in[node_of[j]]) / (2.0 * t_max));
-                    w[i * N + j] = x;
+        }
+        /* one pass for the weights w, the credits h = min(q, bw) (x w) per distinct lane rate -- also
+           transposed, so the AA's source side reads contiguous candidates -- and the weighted D̂
+           (fractional: summed in rank order, as the numpy path's np.add.at) */
+        if (wsc) for (i64 k = 0; k < GG; k++) dgw[k] = 0.0;
+        if (nodes_on)  /* the node term of row i: nrow[node of i][j] (0 inside the node: adding it changes nothing) */
+            for (i64 a = 0; a < K; a++)
+                for (i64 j = 0; j < N; j++) nrow[a * N + j] = node_of[j] != a ? nterm[a * K + node_of[j]] : 0.0;
+        for (i64 i = 0; i < N; i++) {  /* row by row, each term a plain loop over j (vectorizes) */
+            const double *ri = rem + i * N;
+            double *wi = w + i * N;
+            if (use_w) {
+                const double pui = pu[i];
+                if (power > 1)
+                    for (i64 j = 0; j < N; j++) wi[j] = 1.0 + rp * (pui + pv[j]) / 2.0;
+                else {
+                    const double den = 2.0 * mx;
+                    for (i64 j = 0; j < N; j++) wi[j] = 1.0 + rp * (pui + pv[j]) / den;
                 }
+                if (pp != 0.0) for (i64 j = 0; j < N; j++) wi[j] += pp * ri[j] / remmax;
+                if (nodes_on) {
+                    const double *nr = nrow + node_of[i] * N;
+                    for (i64 j = 0; j < N; j++) wi[j] += nr[j];
+                }
+                if (wsc) {
+                    double *dgwi = dgw + gof[i] * G;
+                    for (i64 j = 0; j < N; j++) dgwi[gof[j]] += ri[j] * wi[j];
+                }
+            }
+            for (i64 rr = 0; rr < R; rr++) {
+                const double bw = rates_u[rr];
+                double *cr = cred + rr * NN + i * N;
+                if (use_w)
+                    for (i64 j = 0; j < N; j++) { const double qv = ri[j] * inv_tau; cr[j] = (qv < bw ? qv : bw) * wi[j]; }
+                else
+                    for (i64 j = 0; j < N; j++) { const double qv = ri[j] * inv_tau; cr[j] = qv < bw ? qv : bw; }
+                cr[i] = use_w ? FORBID * wi[i] : FORBID;  /* q_ii = FORBID < bw */
+                double *ct = credt + rr * NN + i;
+                for (i64 j = 0; j < N; j++) ct[j * N] = cr[j];
+            }
         }
         /* -- shape scores (Eq. 6, or capped) and the beam -- */
         /* sparse shapes by group pair (column k lists the shapes with lanes on pair k): O(nnz),
            and consecutive updates hit different shapes, so they pipeline; every score still sums
            its pairs in ascending k */
         if (!capped && !wsc && have_scores) goto scored;  /* Eq. 6 scores are kept up to date incrementally */
-        if (wsc) {  /* ours: Eq. 6 on the pressure-weighted D̂ (Σ w_ij D_ij per group pair) */
-            for (i64 k = 0; k < GG; k++) dgw[k] = 0.0;
-            for (i64 i = 0; i < N; i++)
-                for (i64 j = 0; j < N; j++) dgw[gof[i] * G + gof[j]] += rem[i * N + j] * w[i * N + j];
-        }
         const double *dsc = wsc ? dgw : dg;
+        if (dense && !capped) {
+            dense_scores(scores, dense_val, dsc, GG, J, touched_k);
+            goto summed;
+        }
         for (i64 j = 0; j < J; j++) scores[j] = 0.0;
         for (i64 k = 0; k < GG; k++) {
             const double dk = dsc[k];
@@ -384,6 +482,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
                 for (i64 e = col_ptr[k]; e < col_ptr[k + 1]; e++) scores[col_shape[e]] += col_val[e] * dk;
             }
         }
+    summed:
         have_scores = !capped && !wsc;
     scored:;
         i64 ntop = 0;
@@ -391,30 +490,21 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
             /* the beam: the `want` best scores, ties by lower index (numpy's stable argsort of
                -scores), in one pass with insertion into the short sorted list */
             i64 want = beam < J ? beam : J, cnt = 0;
+            double thr = 0.0;  /* the last kept score once the list is full */
             for (i64 j = 0; j < J; j++) {
                 const double sj = scores[j];
-                if (cnt == want && !(sj > scores[top[cnt - 1]])) continue;
+                if (cnt == want && !(sj > thr)) continue;
                 i64 pos = cnt < want ? cnt : want - 1;
                 while (pos > 0 && sj > scores[top[pos - 1]]) { top[pos] = top[pos - 1]; pos--; }
                 top[pos] = j;
                 if (cnt < want) cnt++;
+                if (cnt == want) thr = scores[top[want - 1]];
             }
             i64 first = top[0];
             for (i64 t = 0; t < want; t++) if (scores[top[t]] > 0) top[ntop++] = top[t];
             if (ntop == 0) { top[0] = first; ntop = 1; }
         }
         if (!(scores[top[0]] > 0)) { *status = 0; break; }
-        /* -- credits h = min(q, bw) (x pressure weight), one N x N matrix per distinct lane rate,
-              so the AA's inner loops are plain loads (same values as computing them inline) -- */
-        for (i64 ri = 0; ri < R; ri++) {
-            const double r = rates_u[ri];
-            double *cr = cred + ri * NN;
-            for (i64 o = 0; o < NN; o++) {
-                double x = q[o] < r ? q[o] : r;
-                if (use_w) x *= w[o];
-                cr[o] = x;
-            }
-        }
         /* -- rows: (family of the beam, start) -- */
         i64 B = 0, nfam = 0;
         for (i64 t = 0; t < ntop; t++) nfam += fam_off[top[t] + 1] - fam_off[top[t]];
@@ -482,21 +572,39 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
                 const i64 *in = fam_in + rfam[b] * N;
                 i64 *sb = rsrc + b * N, *db = rdst + b * N;
                 for (i64 a = 0; a < G; a++) {  /* fix destinations, assign sources per group */
-                    for (i64 l = 0; l < g; l++) {
-                        i64 k = a * g + l, j = db[k];
-                        const double *cr = cred + rid[k] * NN + j;
-                        for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[a * g + c] * N];
+                    i64 pi_;
+                    if (g4c) {  /* the g candidates of each lane lie side by side: no copy */
+                        const double *ct = credt + groups[a * g];
+                        const i64 k = a * g;
+                        pi_ = best_perm4(ct + rid[k] * NN + db[k] * N, ct + rid[k + 1] * NN + db[k + 1] * N,
+                                         ct + rid[k + 2] * NN + db[k + 2] * N, ct + rid[k + 3] * NN + db[k + 3] * N);
+                    } else {
+                        for (i64 l = 0; l < g; l++) {
+                            i64 k = a * g + l, j = db[k];
+                            const double *cr = credt + rid[k] * NN + j * N;  /* candidates i of group a: h_ij */
+                            for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[a * g + c]];
+                        }
+                        pi_ = best_perm(v, perms, P, g);
                     }
-                    const i64 *pm = perms + best_perm(v, perms, P, g) * g;
+                    const i64 *pm = perms + pi_ * g;
                     for (i64 l = 0; l < g; l++) sb[a * g + l] = groups[a * g + pm[l]];
                 }
                 for (i64 d = 0; d < G; d++) {  /* fix sources, assign destinations per group */
-                    for (i64 l = 0; l < g; l++) {
-                        i64 kk = in[d * g + l];
-                        const double *cr = cred + rid[kk] * NN + sb[kk] * N;
-                        for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[d * g + c]];
+                    i64 pi_;
+                    const i64 *ind = in + d * g;
+                    if (g4c) {
+                        const double *cg = cred + groups[d * g];
+                        pi_ = best_perm4(cg + rid[ind[0]] * NN + sb[ind[0]] * N, cg + rid[ind[1]] * NN + sb[ind[1]] * N,
+                                         cg + rid[ind[2]] * NN + sb[ind[2]] * N, cg + rid[ind[3]] * NN + sb[ind[3]] * N);
+                    } else {
+                        for (i64 l = 0; l < g; l++) {
+                            i64 kk = ind[l];
+                            const double *cr = cred + rid[kk] * NN + sb[kk] * N;
+                            for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[d * g + c]];
+                        }
+                        pi_ = best_perm(v, perms, P, g);
                     }
-                    const i64 *pm = perms + best_perm(v, perms, P, g) * g;
+                    const i64 *pm = perms + pi_ * g;
                     for (i64 l = 0; l < g; l++) db[in[d * g + l]] = groups[d * g + pm[l]];
                 }
             }
@@ -518,28 +626,22 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
                 have_best = 1;
             }
         }
-        /* -- EVALUATE (Eqs. 9-10) over the channels (rows without a self-pair) -- */
+        /* -- EVALUATE (Eqs. 9-10) over the channels (rows without a self-pair); they stay the
+              pool for reuse -- */
+        for (i64 ri = 0; ri < R; ri++) {
+            const double fl = floor(tau * rates_u[ri]);
+            flr[ri] = fl;
+            capr[ri] = fl < 1.0 ? 1.0 : fl;
+            invr[ri] = 1.0 / rates_u[ri];
+        }
         npool = 0;
         i64 h = -1;
         double hu = 0.0;
         for (i64 b = 0; b < B; b++) {
             if (!(f[b] >= 0)) continue;
-            const double *rt = fam_rate + rfam[b] * N;
-            double useful = 0.0, dur = 0.0;
-            for (i64 k = 0; k < N; k++) {
-                i64 o = npool * N + k, s_ = rsrc[b * N + k], d_ = rdst[b * N + k];
-                double cap = floor(tau * rt[k]);
-                if (cap < 1.0) cap = 1.0;
-                psrc[o] = s_; pdst[o] = d_; pcap[o] = cap; pr[o] = rt[k];
-                pw[o] = use_w ? w[s_ * N + d_] : 1.0;
-                double rr = rem[s_ * N + d_];
-                double x = cap < rr ? cap : rr;
-                useful += (weighted && use_w) ? x * pw[o] : x;
-                double t = x * (1.0 / rt[k]);
-                if (t > dur) dur = t;
-            }
-            pfam[npool] = rfam[b];
-            double u = useful / (lambda + dur + 1e-300);
+            const double u = channel_utility(rsrc + b * N, rdst + b * N, fam_rid + rfam[b] * N, rem, w, wsel,
+                                             capr, invr, N, lambda);
+            prow[npool] = b;
             if (h < 0 || u > hu) { hu = u; h = npool; }
             npool++;
         }
@@ -548,19 +650,20 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
         reuse_left = reuse - 1;
         double moved = 0.0;
         int any_full = 0;
+        const i64 hrow = prow[h];
+        const i64 *hrid = fam_rid + rfam[hrow] * N;
         for (i64 k = 0; k < N; k++) {
-            i64 o = h * N + k;
-            double rr = rem[psrc[o] * N + pdst[o]];
-            xo[k] = pcap[o] < rr ? pcap[o] : rr;
-            so[k] = psrc[o]; dso[k] = pdst[o];
-            if (xo[k] >= floor(tau * pr[o])) any_full = 1;
+            const i64 s_ = rsrc[hrow * N + k], d_ = rdst[hrow * N + k];
+            const double rr = rem[s_ * N + d_], cap = capr[hrid[k]];
+            xo[k] = cap < rr ? cap : rr;
+            so[k] = s_; dso[k] = d_;
+            if (xo[k] >= flr[hrid[k]]) any_full = 1;
         }
         if (maxq > 1 && any_full) {
             /* keep the channel while every full lane stays full (quanta merging) */
             i64 m = maxq;
             for (i64 k = 0; k < N; k++) {
-                i64 o = h * N + k;
-                if (xo[k] >= floor(tau * pr[o])) {
+                if (xo[k] >= flr[hrid[k]]) {
                     double rr = rem[so[k] * N + dso[k]];
                     i64 mk = (i64)floor(rr / xo[k]);
                     if (mk < m) m = mk;
@@ -570,22 +673,22 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
                 for (i64 k = 0; k < N; k++) {
                     if (xo[k] > 0) {
                         double rr = rem[so[k] * N + dso[k]];
-                        double c = (double)m * floor(tau * pr[h * N + k]);
+                        double c = (double)m * flr[hrid[k]];
                         xo[k] = c < rr ? c : rr;
                     }
                 }
         }
         for (i64 k = 0; k < N; k++) { rem[so[k] * N + dso[k]] -= xo[k]; moved += xo[k]; }
         if (have_scores) update_scores(scores, so, dso, xo, N, G, gof, col_ptr, col_shape, col_val, dpair, touched);
-        out_fam[A] = pfam[h];
-        if (pfam[h] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
+        out_fam[A] = rfam[hrow];
+        if (rfam[hrow] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
         left -= moved;
         A++;
     }
-    free(q); free(w); free(cred); free(rused); free(pused); free(rtouched); free(order);
+    free(w); free(cred); free(credt); free(nterm); free(nrow); free(rused); free(pused); free(rtouched); free(order);
     free(la); free(ld); free(li); free(srcfree); free(dstfree); free(outc); free(slot_dst); free(ls); free(lr); free(dg); free(scores); free(dgw); free(pu); free(pv); free(t_out); free(t_in); free(top);
     free(rsrc); free(rdst); free(rfam); free(f); free(fbest); free(v);
-    free(psrc); free(pdst); free(pfam); free(pcap); free(pw); free(pr); free(dpair); free(touched);
+    free(prow); free(capr); free(invr); free(flr); free(dpair); free(touched); free(touched_k);
     return A;
 }
 

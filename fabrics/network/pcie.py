@@ -58,7 +58,8 @@ class PcieNetworkParams:
     activation_overhead_s: float = 0.0  # λ per activation (paper 000, Section 3 execution model)
     planning: str = "per_activation"
     planning_cost_per_activation_s: float = 20e-6  # paper 000 Table 4: 20.6 µs at 16 GPUs, 21.1 at 32
-    catalog_dir: str | None = None  # VarioPath catalog cache (keyed by topology hash)
+    catalog_dir: str | None = None  # VarioPath catalog cache directory, as configured (pipelines/network.py makes `catalogs` of it)
+    catalogs: object = field(default=None, compare=False)  # VarioPath catalog source (pipelines/catalog_cache.py); None: built in memory
     validate: bool = True
     # the NCCL-like parameters (fabrics.network.nccl.params.Generation) of the collectives NCCL runs: the
     # non-AlltoAllv collectives, and the AlltoAllv under scheduler=nccl (None: the ideal flow evaluator)
@@ -142,7 +143,7 @@ class PcieNetwork:
     def planner(self):
         if self._planner is None:
             self._planner = make_scheduler(self.params.scheduler, self.topology, dict(self.params.scheduler_params),
-                                           cache_dir=self.params.catalog_dir)
+                                           catalogs=self.params.catalogs)
         return self._planner
 
     def embed(self, matrix: np.ndarray, group: tuple[int, ...]) -> np.ndarray:

@@ -15,6 +15,7 @@ from collectives.alltoallv.catalog import (PHASE_DFS, PHASE_LAYERS, Catalog, Fam
                                            enumerate_families, group_instances, layer_permutation, prune_families,
                                            search_families, search_space, seed_layer_families)
 from collectives.alltoallv.channels import ChannelTopology, PathOption
+from collectives.errors import SpecError
 from fabrics.pcie.paths import channel_topology
 from pipelines.network import pcie_cluster
 
@@ -76,13 +77,36 @@ def test_exhaustive_enumeration_on_a_tiny_topology_matches_brute_force():
 
 
 def test_catalog_cache_roundtrip(tmp_path):
+    from pipelines.catalog_cache import cached_catalog
+
     t = topo("r5080_bf3")
-    first = build_catalog(t, cache_dir=tmp_path)
-    again = build_catalog(t, cache_dir=tmp_path)
+    first = cached_catalog(t, cache_dir=tmp_path)
+    again = cached_catalog(t, cache_dir=tmp_path)
     assert again.stats["cache"] == "hit" and first.stats["cache"] == "miss"
+    assert build_catalog(t).stats["cache"] == "off"  # the core builds in memory, reads and writes no file
     assert again.buckets == first.buckets and (again.shapes == first.shapes).all()
     assert again.instances == first.instances
     assert Catalog.from_json(first.to_json()).buckets == first.buckets
+
+
+def test_a_broken_cache_file_is_rebuilt(tmp_path):
+    from pipelines.catalog_cache import cached_catalog, catalog_path
+
+    t = topo("r5080_bf3")
+    path = catalog_path(tmp_path, t)
+    path.write_text("{not json")
+    assert cached_catalog(t, cache_dir=tmp_path).stats["cache"] == "miss"
+    assert cached_catalog(t, cache_dir=tmp_path).stats["cache"] == "hit"
+
+
+def test_catalog_key_names_the_topology_and_the_search_parameters():
+    from collectives.alltoallv.catalog import catalog_key
+
+    t = topo("r5080_bf3")
+    assert catalog_key(t) == catalog_key(t, max_nodes=400_000) != catalog_key(t, max_nodes=2000)
+    assert catalog_key(t).startswith(t.topology_hash())
+    with pytest.raises(SpecError, match="unknown catalog parameter"):
+        catalog_key(t, depth=3)
 
 
 def test_budget_cut_catalog_still_covers_every_group_pair():
@@ -99,15 +123,15 @@ def test_budget_cut_catalog_still_covers_every_group_pair():
 def test_cache_key_carries_the_algorithm_version(tmp_path):
     # a catalog cached by another version of the search must never be reused (stale caches gave
     # 24/32-GPU clusters poor catalogs)
-    from collectives.alltoallv.catalog import algorithm_version
+    from pipelines.catalog_cache import algorithm_version, cached_catalog
 
     t = topo("r5080_bf3")
-    build_catalog(t, cache_dir=tmp_path)
+    cached_catalog(t, cache_dir=tmp_path)
     files = list(tmp_path.glob("*.json"))
     assert len(files) == 1 and algorithm_version() in files[0].name
     stale = tmp_path / files[0].name.replace(algorithm_version(), "0" * 12)
     files[0].rename(stale)
-    assert build_catalog(t, cache_dir=tmp_path).stats["cache"] == "miss"
+    assert cached_catalog(t, cache_dir=tmp_path).stats["cache"] == "miss"
 
 
 def test_catalog_json_is_sparse_and_old_dense_files_still_load():
