@@ -29,11 +29,31 @@ def rack_circuit_counts(demand: np.ndarray, up_ports: int) -> np.ndarray:
     yields the circulant r → r+1, r+2, … which is connected. If the result is still not strongly
     connected, a ring r → r+1 is reserved first and the filling repeated. Deterministic.
     """
-    racks = demand.shape[0]
-    counts = _water_fill(demand, up_ports, reserve_ring=False)
-    if racks > 1 and not _strongly_connected(counts):
-        counts = _water_fill(demand, up_ports, reserve_ring=True)
-    return counts
+    demand = np.asarray(demand)
+    key = (demand.dtype.str, demand.shape, demand.tobytes(), int(up_ports))
+    hit = _COUNTS.get(key)
+    if hit is None:
+        racks = demand.shape[0]
+        hit = _water_fill(demand, up_ports, reserve_ring=False)
+        if racks > 1 and not _strongly_connected(hit):
+            hit = _water_fill(demand, up_ports, reserve_ring=True)
+        hit.flags.writeable = False
+        _COUNTS[key] = hit
+        while len(_COUNTS) > _COUNTS_KEEP:
+            _COUNTS.pop(next(iter(_COUNTS)))
+    return hit.copy()
+
+
+def busiest_circuit_bytes(demand: np.ndarray, up_ports: int) -> float:
+    """Bytes on the busiest rack circuit once circuits are sized to ``demand`` (inf: no route)."""
+    return float(rack_circuit_load(demand, rack_circuit_counts(demand, up_ports)).max(initial=0.0))
+
+
+# (dtype, shape, demand bytes, up_ports) -> circuit counts: the hybrid placement sizes circuits for its
+# candidates and the deployment again for the one it keeps. Explicit, keyed, bounded (oldest
+# out); clear() is always safe.
+_COUNTS: dict = {}
+_COUNTS_KEEP = 4096
 
 
 def _water_fill(demand: np.ndarray, up_ports: int, *, reserve_ring: bool) -> np.ndarray:
