@@ -111,8 +111,8 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
     d = plan.deployment
     if prepare:
         network.prepare(plan.demand, d.world)
-    if not trace and len(plan.tracks) == 1:
-        return _execute_one_track(plan, network)
+    if not trace:
+        return _execute_untraced(plan, network)
     launch = d.accelerator.in_graph_launch_s if plan.window_launch_s is None else plan.window_launch_s
     window_floor = plan.window_floor_s  # engines (gxnet.kernels): persistent kernels pay their floor per window
     n = len(plan.tracks)
@@ -211,50 +211,59 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
 _PENDING = ("attention", "ffn", "fixed", "kernel_floor", "other")  # the order ``settle`` adds them in
 
 
-def _execute_one_track(plan: ExecutionPlan, network: NetworkModel) -> StepResult:
-    """``execute`` of a one-track plan without a trace (every Helix split of a search): the same
-    float operations in the same order, so the same bits, with the general loop's per-track lists
-    and dicts as locals and each section's entries sorted out once, not once per layer."""
+def _execute_untraced(plan: ExecutionPlan, network: NetworkModel) -> StepResult:
+    """``execute`` without a trace (every Helix split of a search): the same float operations on
+    each track in the same order, so the same bits, with each section's entries sorted out once
+    (not once per layer) and the pending parts as lists. Every track opens a window at the same
+    entries (the step start and after each collective), so one flag serves them all."""
     d = plan.deployment
     launch = d.accelerator.in_graph_launch_s if plan.window_launch_s is None else plan.window_launch_s
     window_floor = plan.window_floor_s
     opening = launch + window_floor
+    n = len(plan.tracks)
+    tracks = range(n)
     slot = {k: i for i, k in enumerate(_PENDING)}
-    pend = [0.0] * len(_PENDING)
+    zeros = (0.0,) * len(_PENDING)
+    pend = [list(zeros) for _ in tracks]
     breakdown = dict.fromkeys(plan.breakdown_keys, 0.0)
     calls: list[tuple] = []
     coll_time: dict[tuple[str, str, str], float] = {}
     waiter = _Waiter(network)
     checked: set[int] = set()
     call_id = 0
-    t, opens = 0.0, True
+    t, opens = [0.0] * n, True
 
-    def settle() -> None:
-        for k, v in zip(_PENDING, pend):
+    def settle(i: int) -> None:
+        for k, v in zip(_PENDING, pend[i]):
             if v:
                 breakdown[k] += v
-        pend[:] = (0.0,) * len(_PENDING)
+        for p in pend:
+            p[:] = zeros
 
     for sec in plan.sections:
         ops = [(e, (e.region, e.axis, e.collective)) if isinstance(e, CollectiveEntry)
-               else (None, slot[e.category], e.durations_s[0], e.floor_s[0] if e.floor_s else 0.0)
-               for e in sec.entries]
+               else (None, slot[e.category], e.durations_s, e.floor_s) for e in sec.entries]
         for _ in range(sec.repeat):
             for op in ops:
                 e = op[0]
-                if e is None:  # a kernel
-                    _, k, dur, floor = op
+                if e is None:  # a kernel on every track
+                    _, k, durations, floors = op
                     if opens:
-                        t += opening
-                        pend[2] += launch
-                        pend[3] += window_floor
+                        for i in tracks:
+                            t[i] += opening
+                            pend[i][2] += launch
+                            pend[i][3] += window_floor
                         opens = False
-                    t += dur
-                    pend[k] += dur - floor if floor else dur
-                    pend[3] += floor
+                    for i in tracks:
+                        dur = durations[i]
+                        t[i] += dur
+                        floor = floors[i] if floors else 0.0
+                        p = pend[i]
+                        p[k] += dur - floor if floor else dur
+                        p[3] += floor
                     continue
-                earliest = t
-                settle()
+                earliest = max(t)
+                settle(t.index(earliest))  # the latest-arriving track is on the critical path
                 call = CollectiveCall(call_id=call_id, region=e.region, axis=e.axis, collective=e.collective,
                                       groups=e.groups, payload_bytes=e.payload_bytes, demand=e.demand)
                 if id(e) not in checked:
@@ -271,9 +280,10 @@ def _execute_one_track(plan: ExecutionPlan, network: NetworkModel) -> StepResult
                 if c.planning_s:
                     breakdown["planning"] = breakdown.get("planning", 0.0) + c.planning_s
                 calls.append((e, sec.name, earliest, moved, c.planning_s, c.schedule))
-                t, opens = end, True
-    settle()
-    return StepResult(decode_step_s=t, interactivity_tok_s_user=1.0 / t, throughput_tok_s=d.batch / t,
+                t, opens = [end] * n, True
+    step = max(t)
+    settle(t.index(step))
+    return StepResult(decode_step_s=step, interactivity_tok_s_user=1.0 / step, throughput_tok_s=d.batch / step,
                       breakdown_s=breakdown, memory_bytes_per_rank=plan.memory_bytes_per_rank,
                       collective_time_s=coll_time, collective_calls=call_id, tracks=plan.tracks, events=[],
                       call_log=tuple(calls))
