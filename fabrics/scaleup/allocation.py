@@ -159,6 +159,29 @@ def _racks_by_bit_set(world: int, n: int, b: int) -> tuple[tuple[tuple[int, ...]
     return hit
 
 
+# (candidates' racks, groups, racks) -> members of each group in each rack, per candidate: the
+# splits of a search share a few dozen group structures (mesh axes). Explicit, keyed, bounded.
+_GROUP_COUNTS: dict = {}
+_GROUP_COUNTS_KEEP = 256
+
+
+def _group_rack_counts(racks_of: np.ndarray, array: np.ndarray, racks: int) -> np.ndarray:
+    key = (id(racks_of), array.shape, array.tobytes(), racks)
+    hit = _GROUP_COUNTS.get(key)
+    if hit is not None and hit[0] is racks_of:
+        return hit[1]
+    n_cand, n_groups = racks_of.shape[0], array.shape[0]
+    members = racks_of[:, array]  # (candidates, groups, members)
+    rows = (np.arange(n_cand * n_groups, dtype=np.int64) * racks).reshape(n_cand, n_groups, 1)
+    counts = np.bincount((rows + members).ravel(), minlength=n_cand * n_groups * racks)
+    counts = counts.reshape(n_cand, n_groups, racks).astype(float)
+    counts.flags.writeable = False
+    if len(_GROUP_COUNTS) >= _GROUP_COUNTS_KEEP:
+        _GROUP_COUNTS.pop(next(iter(_GROUP_COUNTS)))
+    _GROUP_COUNTS[key] = (racks_of, counts)
+    return counts
+
+
 def _rack_demands(racks_of: np.ndarray, prepared, racks: int) -> np.ndarray:
     """``_rack_demand`` for every row of ``racks_of`` (candidates × ranks) at once: one bincount
     for all candidates' group-by-rack counts, then a stacked matrix product: per candidate the
@@ -173,11 +196,7 @@ def _rack_demands(racks_of: np.ndarray, prepared, racks: int) -> np.ndarray:
                     c = np.bincount(racks_of[i][list(g)], minlength=racks).astype(float)
                     demand[i] += pair_bytes * np.outer(c, c)
             continue
-        n_groups = len(groups)
-        members = racks_of[:, array]  # (candidates, groups, members)
-        rows = (np.arange(n_cand * n_groups, dtype=np.int64) * racks).reshape(n_cand, n_groups, 1)
-        counts = np.bincount((rows + members).ravel(), minlength=n_cand * n_groups * racks)
-        counts = counts.reshape(n_cand, n_groups, racks).astype(float)
+        counts = _group_rack_counts(racks_of, array, racks)
         demand += (pair_bytes * counts.transpose(0, 2, 1)) @ counts  # per candidate: pair_bytes * c.T @ c
     diag = np.arange(racks)
     demand[:, diag, diag] = 0.0

@@ -83,3 +83,22 @@ def test_untraced_path_is_the_traced_path_to_the_bit(parallel, batch):
     full = execute(plan, FixedLatencyNetwork(latency_s=3.3e-6), trace=True)  # the general loop
     assert fast.summary() == full.summary()
     assert [c[1:] for c in fast.call_log] == [c[1:] for c in full.call_log] and fast.events == []
+
+
+def test_circuit_sizing_is_invariant_to_a_power_of_two_scale():
+    from fabrics.scaleup import circuit_sizing as C
+
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        k = int(rng.integers(2, 9))
+        demand = rng.random((k, k)) * 10 ** rng.integers(0, 12) * (rng.random((k, k)) < 0.6)
+        np.fill_diagonal(demand, 0.0)
+        up = int(rng.integers(1, 4))
+        counts = C._water_fill(demand, up, reserve_ring=False)
+        load = C.rack_circuit_load(demand, counts)
+        for scale in (2.0 ** int(rng.integers(-20, 20)), 2.0, 0.5):
+            scaled = demand * scale
+            assert np.array_equal(C._water_fill(scaled, up, reserve_ring=False), counts)
+            assert C.rack_circuit_load(scaled, counts).tobytes() == (load * scale).tobytes()
+            fresh = float(C.rack_circuit_load(scaled, C.rack_circuit_counts(scaled, up)).max(initial=0.0))
+            assert C.busiest_circuit_bytes(scaled, up) == fresh
