@@ -796,7 +796,7 @@ def run_sweep(pipeline: str, points, *, ray_cfg: dict, tracking_cfg: dict,
             if large:
                 _finish_large(tracker, parent, pipeline, tracking_cfg, dirs, sweep_dir, named, source)
             tracker.finish_parent(parent, summary.as_dict())
-        _write_timeline(timeline_path, summary, bool(use_ray and todo))
+        _write_timeline(timeline_path, summary, bool(use_ray and todo), t0_epoch)
         _print_summary(pipeline, source, named, summary, sweep_name, n_workers if use_ray and todo else 0,
                        tracker, stats, table.path)
     finally:
@@ -980,15 +980,17 @@ def _finish_large(tracker, parent, pipeline, tracking_cfg, dirs, sweep_dir, name
     tracker.remove_children_except(parent, best)
 
 
-def _write_timeline(path: Path | None, summary: SweepSummary, ray_used: bool) -> None:
+def _write_timeline(path: Path | None, summary: SweepSummary, ray_used: bool, started_epoch: float) -> None:
+    """``sweep_timeline.json``: the sweep's wall time, when it started (epoch s; the points'
+    ``start_s`` count from there) and each point's worker, start and wall time."""
     if path is None or not summary.timeline:
         return
     import json
 
     from pipelines.outputs import write_atomic
 
-    write_atomic(path, json.dumps({"wall_s": summary.wall_s, "ray": ray_used, "points": summary.timeline},
-                                  indent=1) + "\n")
+    write_atomic(path, json.dumps({"wall_s": summary.wall_s, "ray": ray_used, "started_epoch_s": started_epoch,
+                                   "points": summary.timeline}, indent=1) + "\n")
 
 
 def rerun_note(summary: SweepSummary, total: int, tracked: bool) -> str | None:
