@@ -107,6 +107,27 @@ class _Waiter:
         return self.done.pop(call_id)
 
 
+def _run_call(e: CollectiveEntry, key: tuple, call_id: int, earliest: float, section: str, plan: ExecutionPlan,
+              waiter: "_Waiter", checked: set, coll_time: dict, breakdown: dict, calls: list) -> tuple[Completion, float]:
+    """Register one collective once every track has reached it, wait for its completion and book
+    its time; returns the completion and the end of the call."""
+    call = CollectiveCall(call_id=call_id, region=e.region, axis=e.axis, collective=e.collective,
+                          groups=e.groups, payload_bytes=e.payload_bytes, demand=e.demand)
+    if id(e) not in checked:
+        check_in_demand(call, plan.demand)
+        checked.add(id(e))
+    waiter.network.register(call, earliest)
+    c = waiter.wait(call_id)
+    end = max(c.end_s, earliest)
+    moved = end - earliest - c.planning_s
+    coll_time[key] = coll_time.get(key, 0.0) + moved
+    breakdown["communication"] += moved
+    if c.planning_s:
+        breakdown["planning"] = breakdown.get("planning", 0.0) + c.planning_s
+    calls.append((e, section, earliest, moved, c.planning_s, c.schedule))
+    return c, end
+
+
 def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True, trace: bool = True) -> StepResult:
     d = plan.deployment
     if prepare:
@@ -143,22 +164,9 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
                 if isinstance(e, CollectiveEntry):
                     earliest = max(t)
                     settle(t.index(earliest))  # the latest-arriving track is on the critical path
-                    call = CollectiveCall(call_id=call_id, region=e.region, axis=e.axis, collective=e.collective,
-                                          groups=e.groups, payload_bytes=e.payload_bytes, demand=e.demand)
-                    if id(e) not in checked:
-                        check_in_demand(call, plan.demand)
-                        checked.add(id(e))
-                    network.register(call, earliest)
-                    c = waiter.wait(call_id)
+                    c, end = _run_call(e, (e.region, e.axis, e.collective), call_id, earliest, sec.name, plan, waiter,
+                                       checked, coll_time, breakdown, calls)
                     call_id += 1
-                    end = max(c.end_s, earliest)
-                    key = (e.region, e.axis, e.collective)
-                    moved = end - earliest - c.planning_s
-                    coll_time[key] = coll_time.get(key, 0.0) + moved
-                    breakdown["communication"] += moved
-                    if c.planning_s:
-                        breakdown["planning"] = breakdown.get("planning", 0.0) + c.planning_s
-                    calls.append((e, sec.name, earliest, moved, c.planning_s, c.schedule))
                     if trace:
                         args = {"axis": e.axis, "payload_bytes": e.payload_bytes, "groups": len(e.groups),
                                 "ranks": len(e.groups[0]), "schedule": c.schedule, "layer": rep,
@@ -264,22 +272,9 @@ def _execute_untraced(plan: ExecutionPlan, network: NetworkModel) -> StepResult:
                     continue
                 earliest = max(t)
                 settle(t.index(earliest))  # the latest-arriving track is on the critical path
-                call = CollectiveCall(call_id=call_id, region=e.region, axis=e.axis, collective=e.collective,
-                                      groups=e.groups, payload_bytes=e.payload_bytes, demand=e.demand)
-                if id(e) not in checked:
-                    check_in_demand(call, plan.demand)
-                    checked.add(id(e))
-                network.register(call, earliest)
-                c = waiter.wait(call_id)
+                _, end = _run_call(e, op[1], call_id, earliest, sec.name, plan, waiter, checked, coll_time,
+                                   breakdown, calls)
                 call_id += 1
-                end = max(c.end_s, earliest)
-                key = op[1]
-                moved = end - earliest - c.planning_s
-                coll_time[key] = coll_time.get(key, 0.0) + moved
-                breakdown["communication"] += moved
-                if c.planning_s:
-                    breakdown["planning"] = breakdown.get("planning", 0.0) + c.planning_s
-                calls.append((e, sec.name, earliest, moved, c.planning_s, c.schedule))
                 t, opens = [end] * n, True
     step = max(t)
     settle(t.index(step))
