@@ -50,13 +50,14 @@ def run_once(tree: Path, pipeline: str, args: list[str], work: Path, timeout_s: 
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    env = dict(os.environ, PYTHONPATH=str(tree), GX_TRACKING="true",
-               MLFLOW_TRACKING_URI=f"sqlite:///{work / 'mlflow.db'}", **(env_extra or {}))
+    env = dict(os.environ, PYTHONPATH=str(tree), GX_TRACKING="true", GX_PLAN_STORE=str(work / "plans"),
+               MLFLOW_TRACKING_URI=f"sqlite:///{work / 'mlflow.db'}", **(env_extra or {}))  # fresh plan store
     env.pop("RAY_ADDRESS", None)
     cmd = [PY, "-m", f"pipelines.{pipeline}", "-m", *args, f"hydra.sweep.dir={work / 'multi'}"]
-    t0 = time.perf_counter()
+    t0, t0_epoch = time.perf_counter(), time.time()
     proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout_s)
     wall = time.perf_counter() - t0
+    phases = _phases(work / "multi" / "sweep_timeline.json", t0_epoch, t0_epoch + wall)
     err = proc.stderr
     done = re.search(r": (\d+) done, (\d+) failed, (\d+) skipped.* in ([\d.]+) s", err)
     rate = re.search(r" in [\d.]+ s, ([\d,.]+) points/s", err)
@@ -68,9 +69,26 @@ def run_once(tree: Path, pipeline: str, args: list[str], work: Path, timeout_s: 
            "sweep_s": float(done.group(4)) if done else None, "done": int(done.group(1)) if done else None,
            "points_per_s": float(rate.group(1).replace(",", "")) if rate else None,
            "peak_driver_MiB": float(peak.group(1).replace(",", "")) if peak else None}
+    out.update(phases)
     if proc.returncode != 0:
         out["stderr_tail"] = err[-1500:]
     return out
+
+
+def _phases(timeline: Path, start_epoch: float, end_epoch: float) -> dict:
+    """The command's fixed costs from ``sweep_timeline.json``: until the first point started
+    (interpreter, Hydra, Ray, store), the points' span, and from the last point's end to exit."""
+    try:
+        t = json.loads(timeline.read_text())
+        # a tree that does not write the start: the file is written as the sweep ends
+        base, pts = t.get("started_epoch_s") or timeline.stat().st_mtime - t["wall_s"], t["points"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    first = base + min(p["start_s"] for p in pts)
+    last = base + max(p["start_s"] + p["wall_s"] for p in pts)
+    return {"until_first_point_s": round(first - start_epoch, 2), "points_span_s": round(last - first, 2),
+            "after_last_point_s": round(end_epoch - last, 2),
+            "point_wall_s": round(sum(p["wall_s"] for p in pts), 2)}
 
 
 def median(rows: list[dict], key: str):
@@ -87,7 +105,9 @@ def side_by_side(case: str, trees: dict[str, Path], runs: int, timeout_s: float)
                 r = run_once(tree, pipeline, args, Path(tmp) / f"{name}{i}", timeout_s)
                 print(f"{case} {name} run {i + 1}: {json.dumps(r)}", file=sys.stderr, flush=True)
                 results[name].append(r)
-    summary = {name: {k: median(rs, k) for k in ("wall_s", "with_report_s", "sweep_s", "points_per_s", "peak_driver_MiB")}
+    keys = ("wall_s", "with_report_s", "sweep_s", "until_first_point_s", "points_span_s", "after_last_point_s",
+            "point_wall_s", "points_per_s", "peak_driver_MiB")
+    summary = {name: {k: median(rs, k) for k in keys}
                | {"runs": rs} for name, rs in results.items()}
     return summary
 
@@ -188,10 +208,12 @@ def main() -> None:
     else:
         trees = {"after": ROOT} if a.before is None else {"before": a.before.resolve(), "after": ROOT}
         res = side_by_side(a.case, trees, a.runs, a.timeout)
-    print(f"| {a.case} | wall s (median) | with report s | sweep s | points/s | peak driver MiB | runs |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"| {a.case} | wall s (median) | with report s | sweep s | until first point s | points span s | "
+          "after last point s | points/s | peak driver MiB | runs |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, r in res.items():
-        print(f"| {name} | {r['wall_s']} | {r['with_report_s']} | {r['sweep_s']} | {r['points_per_s']} | "
+        print(f"| {name} | {r['wall_s']} | {r['with_report_s']} | {r['sweep_s']} | {r.get('until_first_point_s')} | "
+              f"{r.get('points_span_s')} | {r.get('after_last_point_s')} | {r['points_per_s']} | "
               f"{r['peak_driver_MiB']} | {len(r['runs'])} |")
     out = ROOT / "benchmarks" / "results" / "sweep_driver.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -107,10 +107,33 @@ class _Waiter:
         return self.done.pop(call_id)
 
 
+def _run_call(e: CollectiveEntry, key: tuple, call_id: int, earliest: float, section: str, plan: ExecutionPlan,
+              waiter: "_Waiter", checked: set, coll_time: dict, breakdown: dict, calls: list) -> tuple[Completion, float]:
+    """Register one collective once every track has reached it, wait for its completion and book
+    its time; returns the completion and the end of the call."""
+    call = CollectiveCall(call_id=call_id, region=e.region, axis=e.axis, collective=e.collective,
+                          groups=e.groups, payload_bytes=e.payload_bytes, demand=e.demand)
+    if id(e) not in checked:
+        check_in_demand(call, plan.demand)
+        checked.add(id(e))
+    waiter.network.register(call, earliest)
+    c = waiter.wait(call_id)
+    end = max(c.end_s, earliest)
+    moved = end - earliest - c.planning_s
+    coll_time[key] = coll_time.get(key, 0.0) + moved
+    breakdown["communication"] += moved
+    if c.planning_s:
+        breakdown["planning"] = breakdown.get("planning", 0.0) + c.planning_s
+    calls.append((e, section, earliest, moved, c.planning_s, c.schedule))
+    return c, end
+
+
 def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True, trace: bool = True) -> StepResult:
     d = plan.deployment
     if prepare:
         network.prepare(plan.demand, d.world)
+    if not trace:
+        return _execute_untraced(plan, network)
     launch = d.accelerator.in_graph_launch_s if plan.window_launch_s is None else plan.window_launch_s
     window_floor = plan.window_floor_s  # engines (gxnet.kernels): persistent kernels pay their floor per window
     n = len(plan.tracks)
@@ -141,22 +164,9 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
                 if isinstance(e, CollectiveEntry):
                     earliest = max(t)
                     settle(t.index(earliest))  # the latest-arriving track is on the critical path
-                    call = CollectiveCall(call_id=call_id, region=e.region, axis=e.axis, collective=e.collective,
-                                          groups=e.groups, payload_bytes=e.payload_bytes, demand=e.demand)
-                    if id(e) not in checked:
-                        check_in_demand(call, plan.demand)
-                        checked.add(id(e))
-                    network.register(call, earliest)
-                    c = waiter.wait(call_id)
+                    c, end = _run_call(e, (e.region, e.axis, e.collective), call_id, earliest, sec.name, plan, waiter,
+                                       checked, coll_time, breakdown, calls)
                     call_id += 1
-                    end = max(c.end_s, earliest)
-                    key = (e.region, e.axis, e.collective)
-                    moved = end - earliest - c.planning_s
-                    coll_time[key] = coll_time.get(key, 0.0) + moved
-                    breakdown["communication"] += moved
-                    if c.planning_s:
-                        breakdown["planning"] = breakdown.get("planning", 0.0) + c.planning_s
-                    calls.append((e, sec.name, earliest, moved, c.planning_s, c.schedule))
                     if trace:
                         args = {"axis": e.axis, "payload_bytes": e.payload_bytes, "groups": len(e.groups),
                                 "ranks": len(e.groups[0]), "schedule": c.schedule, "layer": rep,
@@ -204,3 +214,71 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
         events=events,
         call_log=tuple(calls),
     )
+
+
+_PENDING = ("attention", "ffn", "fixed", "kernel_floor", "other")  # the order ``settle`` adds them in
+
+
+def _execute_untraced(plan: ExecutionPlan, network: NetworkModel) -> StepResult:
+    """``execute`` without a trace (every Helix split of a search): the same float operations on
+    each track in the same order, so the same bits, with each section's entries sorted out once
+    (not once per layer) and the pending parts as lists. Every track opens a window at the same
+    entries (the step start and after each collective), so one flag serves them all."""
+    d = plan.deployment
+    launch = d.accelerator.in_graph_launch_s if plan.window_launch_s is None else plan.window_launch_s
+    window_floor = plan.window_floor_s
+    opening = launch + window_floor
+    n = len(plan.tracks)
+    tracks = range(n)
+    slot = {k: i for i, k in enumerate(_PENDING)}
+    zeros = (0.0,) * len(_PENDING)
+    pend = [list(zeros) for _ in tracks]
+    breakdown = dict.fromkeys(plan.breakdown_keys, 0.0)
+    calls: list[tuple] = []
+    coll_time: dict[tuple[str, str, str], float] = {}
+    waiter = _Waiter(network)
+    checked: set[int] = set()
+    call_id = 0
+    t, opens = [0.0] * n, True
+
+    def settle(i: int) -> None:
+        for k, v in zip(_PENDING, pend[i]):
+            if v:
+                breakdown[k] += v
+        for p in pend:
+            p[:] = zeros
+
+    for sec in plan.sections:
+        ops = [(e, (e.region, e.axis, e.collective)) if isinstance(e, CollectiveEntry)
+               else (None, slot[e.category], e.durations_s, e.floor_s) for e in sec.entries]
+        for _ in range(sec.repeat):
+            for op in ops:
+                e = op[0]
+                if e is None:  # a kernel on every track
+                    _, k, durations, floors = op
+                    if opens:
+                        for i in tracks:
+                            t[i] += opening
+                            pend[i][2] += launch
+                            pend[i][3] += window_floor
+                        opens = False
+                    for i in tracks:
+                        dur = durations[i]
+                        t[i] += dur
+                        floor = floors[i] if floors else 0.0
+                        p = pend[i]
+                        p[k] += dur - floor if floor else dur
+                        p[3] += floor
+                    continue
+                earliest = max(t)
+                settle(t.index(earliest))  # the latest-arriving track is on the critical path
+                _, end = _run_call(e, op[1], call_id, earliest, sec.name, plan, waiter, checked, coll_time,
+                                   breakdown, calls)
+                call_id += 1
+                t, opens = [end] * n, True
+    step = max(t)
+    settle(t.index(step))
+    return StepResult(decode_step_s=step, interactivity_tok_s_user=1.0 / step, throughput_tok_s=d.batch / step,
+                      breakdown_s=breakdown, memory_bytes_per_rank=plan.memory_bytes_per_rank,
+                      collective_time_s=coll_time, collective_calls=call_id, tracks=plan.tracks, events=[],
+                      call_log=tuple(calls))

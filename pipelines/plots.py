@@ -30,11 +30,13 @@ def pyplot():
     return plt
 
 
-def png_bytes(fig, dpi: int = 110) -> bytes:
-    """Render and close ``fig``; returns the PNG file's bytes (artifacts are written atomically later)."""
+def png_bytes(fig, dpi: int = 110, layout: bool = True) -> bytes:
+    """Render and close ``fig``; returns the PNG file's bytes (artifacts are written atomically later).
+    ``layout=False``: the figure set its margins itself (no tight-layout pass)."""
     plt = pyplot()
     buf = io.BytesIO()
-    fig.tight_layout()
+    if layout:
+        fig.tight_layout()
     fig.savefig(buf, format="png", dpi=dpi)
     plt.close(fig)
     return buf.getvalue()
@@ -279,16 +281,23 @@ def scaling_png(points: list[dict]) -> bytes:
 def splits_png(rows: list[dict], *, model: str, batch, context, fabric: str) -> bytes:
     """A search cell's fastest splits as stacked horizontal bars of their decode-step breakdown,
     the fastest on top and highlighted, each labelled (kvp,tpa,ep,tpe) and with its interactivity.
-    (Interactivity against throughput would be a straight line: one batch per cell.)"""
+    (Interactivity against throughput would be a straight line: one batch per cell.)
+    Every cell of a sweep draws one, so it is drawn cheaply: one collection of bars per part
+    (not an artist per bar) and fixed margins (no tight-layout pass): ≈ 0.16 s instead of 0.27 s."""
+    from matplotlib.collections import PolyCollection
+
     plt = pyplot()
     shown = fastest_splits(rows)
     feasible = sum(1 for r in rows if r.get("feasible"))
-    fig, ax = plt.subplots(figsize=(9, max(3.0, 0.32 * len(shown) + 1.6)))
+    height = max(3.0, 0.32 * len(shown) + 1.6)
+    fig, ax = plt.subplots(figsize=(9, height))
+    fig.subplots_adjust(left=1.25 / 9, right=1 - 1.4 / 9, top=1 - 0.4 / height, bottom=0.55 / height)
     ys = list(range(len(shown)))[::-1]  # fastest at the top
     left = [0.0] * len(shown)
-    for part in BREAKDOWN_PARTS:
+    for i, part in enumerate(BREAKDOWN_PARTS):
         vals = [r["breakdown_s"].get(part, 0.0) * 1e3 for r in shown]
-        ax.barh(ys, vals, left=left, label=part, height=0.7)
+        bars = [((x, y - 0.35), (x, y + 0.35), (x + v, y + 0.35), (x + v, y - 0.35)) for x, y, v in zip(left, ys, vals)]
+        ax.add_collection(PolyCollection(bars, facecolors=f"C{i}", edgecolors="none", label=part))
         left = [a + b for a, b in zip(left, vals)]
     labels = [split_label(r["parallel"]) for r in shown]
     ax.set_yticks(ys, labels, fontsize=8)
@@ -297,10 +306,11 @@ def splits_png(rows: list[dict], *, model: str, batch, context, fabric: str) -> 
     for y, total, r in zip(ys, left, shown):
         ax.text(total, y, f" {r['interactivity_tok_s_user']:.1f} tok/s/user", va="center", fontsize=7)
     ax.set_xlim(0, max(left, default=1.0) * 1.28)
+    ax.set_ylim(-0.75, len(shown) - 0.25)
     ax.set_xlabel("decode step (ms)")
     ax.set_ylabel("split (kvp, tpa, ep, tpe)")
     ax.set_title(f"{model}, {batch_label(batch)}, context {context_label(context)}, {fabric}: "
                  f"fastest {len(shown)} of {feasible} feasible splits ({len(rows)} tried)", fontsize=9)
     ax.grid(alpha=0.3, axis="x")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return png_bytes(fig)
+    return png_bytes(fig, layout=False)

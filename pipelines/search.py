@@ -19,10 +19,10 @@ import time
 from collectives.errors import SpecError
 from pipelines.app import gx_main
 from pipelines.budgets import preflight
-from pipelines.decode import evaluate, results_of
+from pipelines.decode import evaluate
 from pipelines.network import build_network, network_name
 from pipelines.plots import splits_png
-from pipelines.specs import deployment_spec, model_spec, plain, positive_int
+from pipelines.specs import deployment_factory, deployment_spec, model_spec, plain, positive_int
 
 
 def time_splits(cfg, network_cfg=None) -> list[dict]:
@@ -37,20 +37,22 @@ def time_splits(cfg, network_cfg=None) -> list[dict]:
     world = positive_int(cfg["world"], "world")
     rows: list[dict] = []
     network = None
+    deployment = deployment_factory(cfg)  # the cell's specs once; a deployment per split
     for split in helix_splits(model, world):
         par = ParallelSpec(scheme="helix", kvp=split.kvp, tpa=split.tpa, ep=split.ep, tpe=split.tpe)
         row = {"parallel": {"kvp": split.kvp, "tpa": split.tpa, "ep": split.ep, "tpe": split.tpe}}
         try:
-            dep = deployment_spec(cfg, parallel=par)
+            dep = deployment(par)
         except SpecError as exc:  # e.g. the batch does not fit this split's memory
             rows.append({**row, "feasible": False, "reason": str(exc)})
             continue
         if network is None:
             network = cell_network(network_cfg or cfg, dep.accelerator, dep.world)
         step = execute(build_plan(dep), network, trace=False)
-        res = results_of(cfg, dep, step)
-        rows.append({**row, "feasible": True, **{k: res[k] for k in (
-            "decode_step_s", "interactivity_tok_s_user", "throughput_tok_s", "breakdown_s", "memory_bytes_per_rank")}})
+        rows.append({**row, "feasible": True, "decode_step_s": step.decode_step_s,  # as in decode's results_of
+                     "interactivity_tok_s_user": step.interactivity_tok_s_user,
+                     "throughput_tok_s": step.throughput_tok_s, "breakdown_s": dict(step.breakdown_s),
+                     "memory_bytes_per_rank": step.memory_bytes_per_rank})
     return rows
 
 
@@ -62,11 +64,17 @@ _CELL_NETWORKS_KEEP = 2
 _NOT_NETWORK_KEYS = ("batch", "context", "search", "hydra", "ray", "tracking", "sweep")
 
 
-def cell_network(cfg, accelerator, world: int):
+def _cell_key(cfg, *extra) -> str:
+    """What a cell's network model and power depend on: its config without batch, context and
+    the sweep's own keys."""
     import json
 
     rest = {k: v for k, v in plain(cfg).items() if k not in _NOT_NETWORK_KEYS}
-    key = json.dumps([rest, repr(accelerator), world], sort_keys=True, default=str)
+    return json.dumps([rest, *extra], sort_keys=True, default=str)
+
+
+def cell_network(cfg, accelerator, world: int):
+    key = _cell_key(cfg, repr(accelerator), world)
     network = _CELL_NETWORKS.pop(key, None)
     if network is None:
         network = build_network(cfg, accelerator, world)
@@ -78,6 +86,7 @@ def cell_network(cfg, accelerator, world: int):
 
 def clear_cell_networks() -> None:
     _CELL_NETWORKS.clear()
+    _CELL_POWER.clear()
 
 
 def analytical_view(cfg):
@@ -147,14 +156,24 @@ def task(cfg):
                      "timings.json": timings}
 
 
+# cell config (as for the network) -> system power: the cells of a sweep on one fabric share it
+# (building the fabric to count its switches and optics costs ~0.3 s). Keyed; always safe to clear.
+_CELL_POWER: dict = {}
+
+
 def cell_power_W(cfg) -> float | None:
     """System power of the cell (pipelines/power.py): the fabric's on scale-up fabrics (Table 12),
     what the deployment uses on GPU fabrics; None without a power figure."""
     from pipelines.power import fabric_power
     from pipelines.specs import accelerator_spec
 
-    power = fabric_power(cfg, accelerator_spec(cfg), positive_int(cfg["world"], "world"))
-    return None if power is None else power["system_power_W"]
+    key = _cell_key(cfg)
+    if key not in _CELL_POWER:
+        power = fabric_power(cfg, accelerator_spec(cfg), positive_int(cfg["world"], "world"))
+        if len(_CELL_POWER) >= 16:
+            _CELL_POWER.clear()
+        _CELL_POWER[key] = None if power is None else power["system_power_W"]
+    return _CELL_POWER[key]
 
 
 main = gx_main("search")(task)

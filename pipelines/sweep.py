@@ -544,41 +544,83 @@ def _units(points, todo: list[int], colocate) -> deque:
     return deque([where[id(p)] for p in unit] for unit in colocated_units(pts, list(colocate)))
 
 
+class RayFeed:
+    """The sweep's Ray tasks: whole colocated units, about ``BatchSizer.size()`` points a task,
+    at most two tasks in flight per worker (one running, one queued: no worker waits).
+
+    A feed can start before the driver knows which points to run (``keep_only`` later): while
+    the MLflow store opens, the workers already run the sweep's first units; a point the store
+    then says finished before is not recorded again (its result is dropped)."""
+
+    def __init__(self, pipeline: str, points, candidates: list[int], ray_cfg: dict, n_workers: int, timeout_s,
+                 artifacts: bool = True):
+        import ray
+
+        self.ray, self.pipeline, self.points, self.timeout_s, self.artifacts = ray, pipeline, points, timeout_s, artifacts
+        self.remote = ray.remote(num_cpus=1, max_retries=0)(run_points)
+        self.units = _units(points, candidates, ray_cfg.get("colocate") or ())
+        self.sizer = BatchSizer(ray_cfg.get("batch_size", "auto"), n_workers)
+        self.left = len(candidates)
+        self.window = 2 * n_workers
+        self.wanted: set[int] | None = None  # None: every candidate (not known yet)
+        self.pending: dict = {}  # ref -> (points, positions, hard deadline): only points in flight are composed
+
+    def keep_only(self, todo: list[int]) -> None:
+        """From now on run and record only ``todo`` (positions in the sweep)."""
+        self.wanted = set(todo)
+        self.units = deque(u for u in ([i for i in unit if i in self.wanted] for unit in self.units) if u)
+        self.left = sum(len(u) for u in self.units)
+        queued = {i for unit in self.units for i in unit}
+        in_flight = {i for _, pos, _ in self.pending.values() for i in pos}
+        missing = [i for i in todo if i not in queued and i not in in_flight]  # not a candidate at the start
+        self.units.extend(_units(self.points, missing, ()) if missing else ())
+        self.left += len(missing)
+
+    def submit(self) -> None:
+        group, positions = [], []
+        want = self.sizer.size(self.left)
+        while self.units and (not group or len(group) + len(self.units[0]) <= want):
+            unit = self.units.popleft()
+            positions.extend(unit)
+            group.extend(self.points[i] for i in unit)
+        self.left -= len(group)
+        t = self.timeout_s
+        hard = None if t is None else time.monotonic() + 2 * t * len(group) + HARD_GRACE_S
+        ref = self.remote.remote(self.pipeline, [p.cfg for p in group], t, self.artifacts)
+        self.pending[ref] = (group, positions, hard)
+
+    def fill(self, stop: "StopSignals | None" = None, summary: "SweepSummary | None" = None) -> None:
+        while self.units and len(self.pending) < self.window and (stop is None or stop.signum is None) \
+                and (summary is None or not summary.head_lost):
+            self.submit()
+
+    def recorded(self, positions: list[int], group: list, outcomes: list[dict]):
+        """(point, outcome) pairs to record: those still wanted."""
+        return [(p, o) for i, p, o in zip(positions, group, outcomes) if self.wanted is None or i in self.wanted]
+
+
 def _run_on_ray(pipeline: str, todo: list[int], points, ray_cfg: dict, n_workers: int, timeout_s, record,
-                stop: StopSignals, summary: SweepSummary, artifacts: bool = True) -> None:
+                stop: StopSignals, summary: SweepSummary, artifacts: bool = True, feed: RayFeed | None = None) -> None:
     import ray
 
     from pipelines.ray_cluster import HeadWatch, gcs_address
 
-    remote = ray.remote(num_cpus=1, max_retries=0)(run_points)
-    units = _units(points, todo, ray_cfg.get("colocate") or ())
-    sizer = BatchSizer(ray_cfg.get("batch_size", "auto"), n_workers)
-    left = len(todo)
-    pending: dict = {}  # ref -> (points, hard deadline): only the points in flight are composed
+    if feed is None:
+        feed = RayFeed(pipeline, points, todo, ray_cfg, n_workers, timeout_s, artifacts)
+    feed.keep_only(todo)
+    pending = feed.pending
     watch = HeadWatch(gcs_address())
 
-    def submit() -> None:  # one task: whole units, about sizer.size() points
-        nonlocal left
-        group: list[SweepPoint] = []
-        want = sizer.size(left)
-        while units and (not group or len(group) + len(units[0]) <= want):
-            group.extend(points[i] for i in units.popleft())
-        left -= len(group)
-        hard = None if timeout_s is None else time.monotonic() + 2 * timeout_s * len(group) + HARD_GRACE_S
-        pending[remote.remote(pipeline, [p.cfg for p in group], timeout_s, artifacts)] = (group, hard)
-
     def drop_all(outcome: dict, cancel: bool) -> None:
-        for ref, (group, _) in list(pending.items()):
+        for ref, (group, positions, _) in list(pending.items()):
             if cancel:
                 with contextlib.suppress(Exception):
                     ray.cancel(ref, force=True)
-            for p in group:
-                record(p, dict(outcome))
+            for p, o in feed.recorded(positions, group, [outcome] * len(group)):
+                record(p, dict(o))
         pending.clear()
 
-    window = 2 * n_workers  # one running and one queued task per worker: no worker waits
-    while units and len(pending) < window:
-        submit()
+    feed.fill()
     while pending:
         if stop.signum is not None:
             drop_all(_cancelled(stop), cancel=True)
@@ -589,37 +631,36 @@ def _run_on_ray(pipeline: str, todo: list[int], points, ray_cfg: dict, n_workers
             drop_all({"ok": False, "error": f"{lost} while the point ran"}, cancel=False)
             break
         now = time.monotonic()
-        for ref, (group, hard) in list(pending.items()):
+        for ref, (group, positions, hard) in list(pending.items()):
             if hard is not None and now > hard:
                 with contextlib.suppress(Exception):
                     ray.cancel(ref, force=True)
                 del pending[ref]
-                for p in group:
-                    record(p, {"ok": False, "error": f"{timeout_error(timeout_s)} (its Ray worker was stopped)"})
+                out = {"ok": False, "error": f"{timeout_error(timeout_s)} (its Ray worker was stopped)"}
+                for p, o in feed.recorded(positions, group, [out] * len(group)):
+                    record(p, dict(o))
         ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5) if pending else ([], [])
         for ref in ready:
-            group, _ = pending.pop(ref)
+            group, positions, _ = pending.pop(ref)
             try:
                 outcomes = ray.get(ref)
             except Exception as exc:  # a worker died: its points fail, the sweep goes on, unless the head went
                 lost = watch.lost_with_worker()
                 if lost:
                     summary.head_lost = lost
-                    pending[ref] = (group, None)
+                    pending[ref] = (group, positions, None)
                     drop_all({"ok": False, "error": f"{lost} while the point ran"}, cancel=False)
                     break
                 outcomes = [{"ok": False, "error": f"worker failed: {type(exc).__name__}: {exc}"}] * len(group)
-            sizer.observe(outcomes)
+            feed.sizer.observe(outcomes)
             # the next task goes out before this one's points are written: no worker waits on the driver
-            while units and len(pending) < window and stop.signum is None and not summary.head_lost:
-                submit()
-            for p, outcome in zip(group, outcomes):
+            feed.fill(stop, summary)
+            for p, outcome in feed.recorded(positions, group, outcomes):
                 record(p, outcome)
         if summary.head_lost:
             break
-        while units and len(pending) < window and stop.signum is None and not summary.head_lost:
-            submit()
-    summary.not_run = sum(len(u) for u in units)
+        feed.fill(stop, summary)
+    summary.not_run = sum(len(u) for u in feed.units)
 
 
 class ListSource:
@@ -702,7 +743,7 @@ def run_sweep(pipeline: str, points, *, ray_cfg: dict, tracking_cfg: dict,
     stop = StopSignals()
     stop.install()
     n_workers = 0
-    tracker = parent = writer = table = None
+    tracker = parent = writer = table = feed = None
     try:
         if target is not None and target.joins:  # a cluster we cannot join: one line, nothing logged
             target, n_workers = connect(ray_cfg)
@@ -715,6 +756,8 @@ def run_sweep(pipeline: str, points, *, ray_cfg: dict, tracking_cfg: dict,
             if use_ray and n_workers == 0 and len(source):  # a private Ray starts while the store opens
                 target, n_workers = connect(ray_cfg)
                 stop.install()
+            if use_ray and n_workers and len(source):  # ... and runs the first points while it still opens
+                feed = _early_feed(pipeline, source, named, sweep_dir, ray_cfg, n_workers, timeout_s, job_dirs)
             tracker, parent, existing, dirs = opening.result()
             summary.parent_run_id = parent
         # resuming needs tracking (as before): without it a rerun runs every point again, and the
@@ -738,7 +781,7 @@ def run_sweep(pipeline: str, points, *, ray_cfg: dict, tracking_cfg: dict,
             if n_workers == 0:
                 target, n_workers = connect(ray_cfg)
                 stop.install()
-            _run_on_ray(pipeline, todo, named, ray_cfg, n_workers, timeout_s, record, stop, summary, job_dirs)
+            _run_on_ray(pipeline, todo, named, ray_cfg, n_workers, timeout_s, record, stop, summary, job_dirs, feed)
         elif todo:
             _run_in_process(pipeline, todo, named, timeout_s, record, stop, summary, job_dirs)
         summary.signal = stop.signum
@@ -753,7 +796,7 @@ def run_sweep(pipeline: str, points, *, ray_cfg: dict, tracking_cfg: dict,
             if large:
                 _finish_large(tracker, parent, pipeline, tracking_cfg, dirs, sweep_dir, named, source)
             tracker.finish_parent(parent, summary.as_dict())
-        _write_timeline(timeline_path, summary, bool(use_ray and todo))
+        _write_timeline(timeline_path, summary, bool(use_ray and todo), t0_epoch)
         _print_summary(pipeline, source, named, summary, sweep_name, n_workers if use_ray and todo else 0,
                        tracker, stats, table.path)
     finally:
@@ -761,6 +804,19 @@ def run_sweep(pipeline: str, points, *, ray_cfg: dict, tracking_cfg: dict,
             table.close()
         stop.restore()
     return summary
+
+
+def _early_feed(pipeline, source, named, sweep_dir, ray_cfg, n_workers, timeout_s, artifacts) -> RayFeed:
+    """The sweep's first Ray tasks, sent before the MLflow store has said which points finished
+    before (opening a new SQLite store takes seconds): the candidates are the points this sweep
+    folder's table does not list as finished; ``_run_on_ray`` narrows them to the real plan."""
+    from pipelines.sweep_table import finished_rows
+
+    done = finished_rows([sweep_dir], full=False)
+    candidates = [i for i, h in enumerate(source.hashes) if h not in done]
+    feed = RayFeed(pipeline, named, candidates, ray_cfg, n_workers, timeout_s, artifacts)
+    feed.fill()
+    return feed
 
 
 class _Background:
@@ -924,15 +980,17 @@ def _finish_large(tracker, parent, pipeline, tracking_cfg, dirs, sweep_dir, name
     tracker.remove_children_except(parent, best)
 
 
-def _write_timeline(path: Path | None, summary: SweepSummary, ray_used: bool) -> None:
+def _write_timeline(path: Path | None, summary: SweepSummary, ray_used: bool, started_epoch: float) -> None:
+    """``sweep_timeline.json``: the sweep's wall time, when it started (epoch s; the points'
+    ``start_s`` count from there) and each point's worker, start and wall time."""
     if path is None or not summary.timeline:
         return
     import json
 
     from pipelines.outputs import write_atomic
 
-    write_atomic(path, json.dumps({"wall_s": summary.wall_s, "ray": ray_used, "points": summary.timeline},
-                                  indent=1) + "\n")
+    write_atomic(path, json.dumps({"wall_s": summary.wall_s, "ray": ray_used, "started_epoch_s": started_epoch,
+                                   "points": summary.timeline}, indent=1) + "\n")
 
 
 def rerun_note(summary: SweepSummary, total: int, tracked: bool) -> str | None:

@@ -27,7 +27,7 @@ import numpy as np
 
 from collectives.errors import SpecError
 from fabrics.scaleup.physical import PhysicalFabric
-from fabrics.scaleup.circuit_sizing import rack_circuit_counts, rack_circuit_load
+from fabrics.scaleup.circuit_sizing import busiest_circuit_bytes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,35 +138,103 @@ def _rack_demand(racks_of_rank: np.ndarray, prepared, racks: int) -> np.ndarray:
     return demand
 
 
+# (world, label bits, rack bits) -> (rack-local bit sets, rack of every rank under each (sets × world)):
+# the candidates of every hybrid placement of that shape. Explicit, keyed; clear() is always safe.
+_BIT_RACKS: dict = {}
+_BOUND_SLACK = 1e-9  # relative: float rounding in the load sums never reaches it
+
+
+def _racks_by_bit_set(world: int, n: int, b: int) -> tuple[tuple[tuple[int, ...], ...], np.ndarray]:
+    key = (world, n, b)
+    hit = _BIT_RACKS.get(key)
+    if hit is None:
+        bit_sets = tuple(combinations(range(n), b))
+        ranks = np.arange(world, dtype=np.int64)
+        racks_of = np.zeros((len(bit_sets), world), dtype=np.int64)
+        for i, bits in enumerate(bit_sets):  # the rack of each rank under bit_allocation(world, ·, bits)
+            for k, x in enumerate(x for x in range(n) if x not in bits):
+                racks_of[i] |= ((ranks >> x) & 1) << k
+        racks_of.flags.writeable = False
+        hit = _BIT_RACKS[key] = (bit_sets, racks_of)
+    return hit
+
+
+# (candidates' racks, groups, racks) -> members of each group in each rack, per candidate: the
+# splits of a search share a few dozen group structures (mesh axes). Explicit, keyed, bounded.
+_GROUP_COUNTS: dict = {}
+_GROUP_COUNTS_KEEP = 256
+
+
+def _group_rack_counts(racks_of: np.ndarray, array: np.ndarray, racks: int) -> np.ndarray:
+    key = (id(racks_of), array.shape, array.tobytes(), racks)
+    hit = _GROUP_COUNTS.get(key)
+    if hit is not None and hit[0] is racks_of:
+        return hit[1]
+    n_cand, n_groups = racks_of.shape[0], array.shape[0]
+    members = racks_of[:, array]  # (candidates, groups, members)
+    rows = (np.arange(n_cand * n_groups, dtype=np.int64) * racks).reshape(n_cand, n_groups, 1)
+    counts = np.bincount((rows + members).ravel(), minlength=n_cand * n_groups * racks)
+    counts = counts.reshape(n_cand, n_groups, racks).astype(float)
+    counts.flags.writeable = False
+    if len(_GROUP_COUNTS) >= _GROUP_COUNTS_KEEP:
+        _GROUP_COUNTS.pop(next(iter(_GROUP_COUNTS)))
+    _GROUP_COUNTS[key] = (racks_of, counts)
+    return counts
+
+
+def _rack_demands(racks_of: np.ndarray, prepared, racks: int) -> np.ndarray:
+    """``_rack_demand`` for every row of ``racks_of`` (candidates × ranks) at once: one bincount
+    for all candidates' group-by-rack counts, then a stacked matrix product: per candidate the
+    same product and sums as ``_rack_demand`` (each matrix is the one it gives, to the last bit;
+    tests/unit/test_hybrid_placement_speed.py compares them)."""
+    n_cand = racks_of.shape[0]
+    demand = np.zeros((n_cand, racks, racks), dtype=float)
+    for pair_bytes, array, groups in prepared:
+        if array is None:
+            for i in range(n_cand):
+                for g in groups:
+                    c = np.bincount(racks_of[i][list(g)], minlength=racks).astype(float)
+                    demand[i] += pair_bytes * np.outer(c, c)
+            continue
+        counts = _group_rack_counts(racks_of, array, racks)
+        demand += (pair_bytes * counts.transpose(0, 2, 1)) @ counts  # per candidate: pair_bytes * c.T @ c
+    diag = np.arange(racks)
+    demand[:, diag, diag] = 0.0
+    return demand
+
+
 def balanced_hybrid_allocation(fabric: PhysicalFabric, world: int, traffic: Sequence[TrafficGroups]) -> Allocation:
-    """Placement balancing level-2 demand over the hybrid fabric's OCS circuits (C.7)."""
+    """Placement balancing level-2 demand over the hybrid fabric's OCS circuits (C.7).
+
+    Every rack-local bit set is a candidate; their rack demands are built in one pass over shared
+    arrays (``_rack_demands``). Sizing circuits to a demand (a water-fill) is the costly step, so a
+    candidate is sized only when it can still win: a rack's own inter-rack bytes leave (and enter)
+    it over at most ``up_ports`` circuits, so max(row sum, column sum) / up_ports bounds its
+    busiest circuit from below, and a candidate whose bound is above the best busiest circuit
+    found so far cannot be chosen. Candidates go in order of that bound; the choice is the same
+    as sizing every candidate (the minimum of the same keys)."""
     spec = fabric.spec
     if spec.levels == 1 or world <= spec.rack_size:
         return linear_allocation(world)
     if world & (world - 1) or spec.rack_size & (spec.rack_size - 1):
         return linear_allocation(world)  # bit search needs power-of-two labels; keep racks contiguous
     n, b = _log2(world, "world"), _log2(spec.rack_size, "rack size")
-    racks = world // spec.rack_size
+    bit_sets, racks_of = _racks_by_bit_set(world, n, b)
+    demands = _rack_demands(racks_of, _prepared(traffic), spec.racks)
+    bound = np.maximum(demands.sum(axis=2).max(axis=1), demands.sum(axis=1).max(axis=1)) / spec.up_ports
     best: tuple | None = None
     worst_of: dict[bytes, float] = {}  # many bit sets give the same rack demand: size circuits once
-    ranks = np.arange(world, dtype=np.int64)
-    label_bits = [(ranks >> x) & 1 for x in range(n)]
-    prepared = _prepared(traffic)
-    for bits in combinations(range(n), b):
-        # the rack of each rank under bit_allocation(world, rack_size, bits), without building it
-        others = [x for x in range(n) if x not in bits]
-        rack_of = np.zeros(world, dtype=np.int64)
-        for k, x in enumerate(others):
-            rack_of |= label_bits[x] << k
-        demand = _rack_demand(rack_of, prepared, fabric.spec.racks)
+    for i in np.lexsort((np.arange(len(bit_sets)), bound)).tolist():
+        if best is not None and bound[i] * (1.0 - _BOUND_SLACK) > best[0][0]:
+            continue  # its busiest circuit carries more than the best's: it cannot be chosen
+        demand = demands[i]
         memo = demand.tobytes()
         worst = worst_of.get(memo)
         if worst is None:
-            counts = rack_circuit_counts(demand, spec.up_ports)
-            worst = worst_of[memo] = float(rack_circuit_load(demand, counts).max(initial=0.0))
-        key = (worst, float(demand.sum()), bits)
+            worst = worst_of[memo] = busiest_circuit_bytes(demand, spec.up_ports)
+        key = (worst, float(demand.sum()), bit_sets[i])
         if best is None or key < best[0]:
-            best = (key, bits)
-    assert best is not None and racks >= 1
+            best = (key, bit_sets[i])
+    assert best is not None
     alloc = bit_allocation(world, spec.rack_size, best[1])
     return Allocation(accelerators=alloc.accelerators, name=f"hybrid_balanced{alloc.name[4:]}")

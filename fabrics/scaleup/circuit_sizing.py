@@ -10,6 +10,7 @@ rack-level circuit paths (as ``fabrics.scaleup.paths.RoutedFabric`` routes it), 
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,11 +30,63 @@ def rack_circuit_counts(demand: np.ndarray, up_ports: int) -> np.ndarray:
     yields the circulant r → r+1, r+2, … which is connected. If the result is still not strongly
     connected, a ring r → r+1 is reserved first and the filling repeated. Deterministic.
     """
-    racks = demand.shape[0]
-    counts = _water_fill(demand, up_ports, reserve_ring=False)
-    if racks > 1 and not _strongly_connected(counts):
-        counts = _water_fill(demand, up_ports, reserve_ring=True)
-    return counts
+    demand = np.asarray(demand)
+    key = _sizing_key(_scale_free(demand)[0], up_ports)
+    hit = _COUNTS.get(key)
+    if hit is None:
+        racks = demand.shape[0]
+        hit = _water_fill(demand, up_ports, reserve_ring=False)
+        if racks > 1 and not _strongly_connected(hit):
+            hit = _water_fill(demand, up_ports, reserve_ring=True)
+        hit.flags.writeable = False
+        _COUNTS[key] = hit
+        while len(_COUNTS) > _COUNTS_KEEP:
+            _COUNTS.pop(next(iter(_COUNTS)))
+    return hit.copy()
+
+
+def busiest_circuit_bytes(demand: np.ndarray, up_ports: int) -> float:
+    """Bytes on the busiest rack circuit once circuits are sized to ``demand`` (inf: no route)."""
+    norm, exp = _scale_free(np.asarray(demand))
+    key = _sizing_key(norm, up_ports)
+    worst = _BUSIEST.get(key)
+    if worst is None:
+        worst = float(rack_circuit_load(norm, rack_circuit_counts(norm, up_ports)).max(initial=0.0))
+        _BUSIEST[key] = worst
+        while len(_BUSIEST) > _COUNTS_KEEP:
+            _BUSIEST.pop(next(iter(_BUSIEST)))
+    return math.ldexp(worst, exp)
+
+
+def _scale_free(demand: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(demand / 2**e, e)``, the largest entry in [0.5, 1), when that is exact (float64, no
+    subnormal on the way back); else ``(demand, 0)``. The sizing only compares bytes per circuit
+    (D'Hondt quotients d / (c + 1)) and the load only adds, multiplies and divides bytes by
+    circuit and path counts, so a power-of-two scale changes no count and scales every load
+    exactly: a search's batches 1, 2, 4, 8, 16 send the same placement problem at 2**k scale."""
+    if demand.dtype != np.float64 or demand.size == 0:
+        return demand, 0
+    top = float(np.abs(demand).max())
+    if top == 0.0 or not math.isfinite(top):
+        return demand, 0
+    exp = math.frexp(top)[1]
+    norm = np.ldexp(demand, -exp)
+    if not np.array_equal(np.ldexp(norm, exp), demand):
+        return demand, 0
+    return norm, exp
+
+
+def _sizing_key(demand: np.ndarray, up_ports: int) -> tuple:
+    return (demand.dtype.str, demand.shape, demand.tobytes(), int(up_ports))
+
+
+# (dtype, shape, demand bytes at unit scale, up_ports) -> circuit counts / busiest circuit's bytes:
+# the hybrid placement sizes circuits for its candidates, the deployment again for the one it
+# keeps, and the next batch the same demands at twice the bytes. Explicit, keyed, bounded (oldest
+# out); clear() is always safe.
+_COUNTS: dict = {}
+_BUSIEST: dict = {}
+_COUNTS_KEEP = 4096
 
 
 def _water_fill(demand: np.ndarray, up_ports: int, *, reserve_ring: bool) -> np.ndarray:

@@ -113,6 +113,8 @@ def _routed_pricer(fabric: PhysicalFabric, world: int, circuits, build):
 
 def clear_routed_cache() -> None:
     _ROUTED.clear()
+    _HYBRID.clear()
+    _HYBRID_OCS.clear()
 
 
 def planning_demand(demand: Sequence[DemandEntry]) -> tuple[DemandEntry, ...]:
@@ -161,15 +163,51 @@ def demand_step_time_s(pricer: PhasePricer, demand, world: int) -> float:
     return total
 
 
+# Hybrid deployments, explicit and keyed, safe to clear (clear_routed_cache clears them too):
+# (fabric, world, planning demand) -> DeploymentFabric: a search's cells that differ only in
+# context have the same demand per split (the 32K and 5M cells run in one process);
+# (fabric, circuit counts) -> OcsConfiguration: the candidates of a search land on a handful of
+# distinct rack circuit sets (7 in the 5 × 72 Megatron 5T splits).
+_HYBRID: OrderedDict = OrderedDict()
+_HYBRID_KEEP = 512
+_HYBRID_OCS: OrderedDict = OrderedDict()
+_HYBRID_OCS_KEEP = 64
+
+
+def _keyed(cache: OrderedDict, keep: int, fabric: PhysicalFabric, key: tuple, build):
+    """``cache[(id(fabric), *key)]``, built by ``build()`` when absent (holding ``fabric`` keeps
+    its id from being reused while it is a key); oldest out beyond ``keep``."""
+    full = (id(fabric), *key)
+    hit = cache.get(full)
+    if hit is not None and hit[0] is fabric:
+        cache.move_to_end(full)
+        return hit[1]
+    value = build()
+    cache[full] = (fabric, value)
+    while len(cache) > keep:
+        cache.popitem(last=False)
+    return value
+
+
 def _hybrid_candidate(fabric: PhysicalFabric, alloc, traffic, world: int):
+    from fabrics.scaleup.circuit_sizing import rack_circuit_counts, rack_circuits
+    from fabrics.scaleup.ocs_configuration import hybrid_configuration
+
     rack_demand = rack_demand_bytes(alloc.rack_of_rank(fabric), traffic, fabric.spec.racks)
-    ocs = hybrid_for_demand(fabric, rack_demand)
+    counts = rack_circuit_counts(rack_demand, fabric.spec.up_ports)  # hybrid_for_demand, its configuration kept
+    ocs = _keyed(_HYBRID_OCS, _HYBRID_OCS_KEEP, fabric, (counts.shape, counts.tobytes()),
+                 lambda: hybrid_configuration(fabric, rack_circuits(counts, fabric.spec.up_ports)))
     routed, pricer = _routed_pricer(fabric, world, ("hybrid", alloc.accelerators, ocs.rack.targets),
                                     lambda: route(fabric, alloc, ocs))
     return routed, pricer, ocs, rack_demand
 
 
 def _prepare_hybrid(fabric: PhysicalFabric, demand, world: int) -> DeploymentFabric:
+    return _keyed(_HYBRID, _HYBRID_KEEP, fabric, (world, tuple(demand)),
+                  lambda: _place_hybrid(fabric, demand, world))
+
+
+def _place_hybrid(fabric: PhysicalFabric, demand, world: int) -> DeploymentFabric:
     """C.7's placement balances level-2 bytes (``balanced_hybrid_allocation``); bytes alone ignore
     that a group moved off its rack pays two more switched stages per phase, so the balanced
     placement is compared with the rack-contiguous one by the model's own predicted step

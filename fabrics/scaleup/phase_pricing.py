@@ -78,6 +78,13 @@ def _local_matrices(ph: PhaseArrays, n: int):
     return out
 
 
+# (fabric, hybrid rack circuits) -> (circuit capacities, route shares, pair latencies): they depend
+# on the level-2 circuits only, not on the allocation, and a hybrid search's many placements land
+# on a few circuit sets. Explicit, keyed, bounded; clear() is always safe.
+_RACK_TABLES: dict = {}
+_RACK_TABLES_KEEP = 64
+
+
 class PhasePricer:
     """Prices phases given as global-rank arrays on one ``RoutedFabric`` (equal to ``phase_cost``)."""
 
@@ -107,12 +114,21 @@ class PhasePricer:
     def _init_hybrid(self, routed: RoutedFabric) -> None:
         """Per rack pair: latency of its shortest circuit route and the share of its bytes on every
         rack circuit (``RoutedFabric.crossings``), as a dense (racks², racks²) matrix."""
+        key = (id(routed.fabric), routed.ocs.rack.targets)
+        hit = _RACK_TABLES.get(key)
+        if hit is None or hit[0] is not routed.fabric:
+            hit = _RACK_TABLES[key] = (routed.fabric, *self._rack_tables(routed))
+            while len(_RACK_TABLES) > _RACK_TABLES_KEEP:
+                _RACK_TABLES.pop(next(iter(_RACK_TABLES)))
+        _, self.circuit_cap, self.share, self.pair_latency_s = hit
+
+    def _rack_tables(self, routed: RoutedFabric) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         k = self.racks
         spec, L, R = self.spec, self.spec.ports, self.spec.link_rate_Bps
         counts = routed.ocs.rack.counts(k)
-        self.circuit_cap = (L * R * counts).reshape(-1).astype(float)
-        self.share = np.zeros((k * k, k * k))
-        self.pair_latency_s = np.full(k * k, np.inf)
+        circuit_cap = (L * R * counts).reshape(-1).astype(float)
+        share = np.zeros((k * k, k * k))
+        pair_latency_s = np.full(k * k, np.inf)
         for r in range(k):
             for s in range(k):
                 if r == s:
@@ -121,13 +137,16 @@ class PhasePricer:
                 if not routes:
                     continue
                 hops = len(routes[0])
-                self.pair_latency_s[r * k + s] = spec.latency.path_latency_s(
+                pair_latency_s[r * k + s] = spec.latency.path_latency_s(
                     eps_hops=hops + 1, ocs_passes=hops, level2_cables=2 * hops)
                 for route in routes:
                     rack = r
                     for _, nxt in route:
-                        self.share[r * k + s, rack * k + nxt] += 1.0 / len(routes)
+                        share[r * k + s, rack * k + nxt] += 1.0 / len(routes)
                         rack = nxt
+        for a in (circuit_cap, share, pair_latency_s):
+            a.flags.writeable = False  # shared by the pricers of every allocation on these circuits
+        return circuit_cap, share, pair_latency_s
 
     def _init_ocs(self, routed: RoutedFabric) -> None:
         """Circuits per ordered accelerator pair and the latency of the pair's path (fewest passes)."""

@@ -22,7 +22,7 @@ def captured(monkeypatch):
     """Figures are kept instead of rendered: their titles and labels can be read back."""
     figs = []
 
-    def keep(fig, dpi=110):
+    def keep(fig, dpi=110, **_):
         figs.append(fig)
         return b"\x89PNG"
 

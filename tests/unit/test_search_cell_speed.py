@@ -1,0 +1,104 @@
+"""The search's fast paths give what the plain paths give, to the last bit: hybrid placement
+(candidates' rack demands in one pass, bound-pruned circuit sizing, cached deployments),
+and the executor's path without a trace."""
+
+from itertools import combinations
+
+import numpy as np
+import pytest
+
+from fabrics.scaleup import allocation as A
+from fabrics.scaleup.allocation import TrafficGroups, balanced_hybrid_allocation, bit_allocation, rack_demand_bytes
+from fabrics.scaleup.circuit_sizing import rack_circuit_counts, rack_circuit_load
+from gxnet.executor import execute
+from gxnet.plan import build_plan
+from gxnet.testing import FixedLatencyNetwork, deployment
+from pipelines.network import fabric_from_dict
+
+WORLD = 64
+
+
+def hybrid_fabric(up_ports=2):
+    return fabric_from_dict({"kind": "hybrid", "ports": 4, "link_rate": 5e10, "accelerators": WORLD, "down_ports": 8,
+                             "switch_radix": 16, "up_ports": up_ports}, world=WORLD)
+
+
+def random_traffic(rng):
+    """A few group structures (mesh axes) with non-dyadic pair bytes, sometimes unequal groups."""
+    out = []
+    for _ in range(int(rng.integers(1, 4))):
+        size = 1 << int(rng.integers(1, 6))
+        perm = rng.permutation(WORLD)
+        groups = tuple(tuple(int(x) for x in perm[i:i + size]) for i in range(0, WORLD, size))
+        out.append(TrafficGroups(groups=groups, pair_bytes=float(rng.random() * 10 ** rng.integers(0, 9))))
+    if rng.random() < 0.3:
+        out.append(TrafficGroups(groups=((0, 9, 18), (27, 36, 45, 54, 63)), pair_bytes=float(rng.random() * 1e5)))
+    return out
+
+
+def brute_force(f, traffic, up_ports):
+    """The placement as first written: every rack-local bit set sized, the smallest key kept."""
+    best = None
+    for bits in combinations(range(6), 3):
+        demand = rack_demand_bytes(bit_allocation(WORLD, 8, bits).rack_of_rank(f), traffic, f.spec.racks)
+        worst = float(rack_circuit_load(demand, rack_circuit_counts(demand, up_ports)).max(initial=0.0))
+        key = (worst, float(demand.sum()), bits)
+        best = key if best is None or key < best else best
+    return bit_allocation(WORLD, 8, best[2]).accelerators
+
+
+@pytest.mark.parametrize("up_ports", [1, 2, 4])
+def test_pruned_placement_is_the_brute_force_one(up_ports):
+    rng = np.random.default_rng(up_ports)
+    f = hybrid_fabric(up_ports)
+    for _ in range(12):
+        traffic = random_traffic(rng)
+        assert balanced_hybrid_allocation(f, WORLD, traffic).accelerators == brute_force(f, traffic, up_ports)
+
+
+def test_candidates_rack_demands_equal_one_at_a_time_to_the_bit():
+    rng = np.random.default_rng(7)
+    f = hybrid_fabric()
+    bit_sets, racks_of = A._racks_by_bit_set(WORLD, 6, 3)
+    for _ in range(10):
+        prepared = A._prepared(random_traffic(rng))
+        together = A._rack_demands(racks_of, prepared, f.spec.racks)
+        for i, bits in enumerate(bit_sets):
+            alone = A._rack_demand(bit_allocation(WORLD, 8, bits).rack_of_rank(f), prepared, f.spec.racks)
+            assert together[i].tobytes() == alone.tobytes()
+
+
+def test_cached_circuit_counts_are_private_copies():
+    demand = np.array([[0.0, 5.0, 1.0], [2.0, 0.0, 3.0], [1.0, 1.0, 0.0]])
+    first = rack_circuit_counts(demand, 2)
+    first[:] = 99
+    assert (rack_circuit_counts(demand, 2) <= 2).all()
+
+
+@pytest.mark.parametrize("parallel,batch", [((4, 128, 16, 32), 16), ((8, 64, 256, 2), 1), ((512, 1, 32, 16), 1)])
+def test_untraced_path_is_the_traced_path_to_the_bit(parallel, batch):
+    d = deployment(batch=batch, parallel=parallel, context=32_768)
+    plan = build_plan(d)
+    fast = execute(plan, FixedLatencyNetwork(latency_s=3.3e-6), trace=False)
+    full = execute(plan, FixedLatencyNetwork(latency_s=3.3e-6), trace=True)  # the general loop
+    assert fast.summary() == full.summary()
+    assert [c[1:] for c in fast.call_log] == [c[1:] for c in full.call_log] and fast.events == []
+
+
+def test_circuit_sizing_is_invariant_to_a_power_of_two_scale():
+    from fabrics.scaleup import circuit_sizing as C
+
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        k = int(rng.integers(2, 9))
+        demand = rng.random((k, k)) * 10 ** rng.integers(0, 12) * (rng.random((k, k)) < 0.6)
+        np.fill_diagonal(demand, 0.0)
+        up = int(rng.integers(1, 4))
+        counts = C._water_fill(demand, up, reserve_ring=False)
+        load = C.rack_circuit_load(demand, counts)
+        for scale in (2.0 ** int(rng.integers(-20, 20)), 2.0, 0.5):
+            scaled = demand * scale
+            assert np.array_equal(C._water_fill(scaled, up, reserve_ring=False), counts)
+            assert C.rack_circuit_load(scaled, counts).tobytes() == (load * scale).tobytes()
+            fresh = float(C.rack_circuit_load(scaled, C.rack_circuit_counts(scaled, up)).max(initial=0.0))
+            assert C.busiest_circuit_bytes(scaled, up) == fresh
