@@ -48,6 +48,12 @@ GRIDS = {
     # fewer activations: coarser early activations (coarse rounds), several quanta per channel
     "coarse": dict(n_start=(6, 10, 16), shape_beam=(2, 3), k_target_per_rank=(3.0, 4.0, 6.0),
                    coarse_rounds_per_rank=(0.5, 1.0, 1.5), max_quanta=(1, 2, 4)),
+    # fewer AA runs per activation (looser reuse) and less AA work per run (rows, online family)
+    "reuse": dict(k_target_per_rank=(6.0, 8.0), reuse=(2, 4, 8), reuse_floor=(0.8, 0.9, 0.95),
+                  max_aa_rows=(64, 256), synth_min_groups=(0, 16)),
+    # the cheap end: few starts, coarse early activations, loose reuse
+    "cheap": dict(n_start=(4, 6, 10), shape_beam=(1, 2), k_target_per_rank=(3.0, 4.0),
+                  coarse_rounds_per_rank=(0.5, 0.75), reuse=(4, 8), reuse_floor=(0.8,)),
 }
 
 
