@@ -17,7 +17,8 @@ instance, the presets milliseconds). ``--split test`` reports the chosen preset(
 held-apart test seeds -- run it once, after the choice.
 
     .venv/bin/python benchmarks/variopath_presets.py [--grid small|NAME] [--presets k=v;k=v,...]
-        [--split tuning|test] [--repeats 7] [--cache /tmp/vp_milp_optima.json]
+        [--split tuning|test] [--repeats 7] [--cache /tmp/vp_milp_optima.json] [--json rows.jsonl]
+    .venv/bin/python benchmarks/variopath_presets.py --pareto rows.jsonl[,more.jsonl]
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ GRIDS = {
     # the cheap end: few starts, coarse early activations, loose reuse
     "cheap": dict(n_start=(4, 6, 10), shape_beam=(1, 2), k_target_per_rank=(3.0, 4.0),
                   coarse_rounds_per_rank=(0.5, 0.75), reuse=(4, 8), reuse_floor=(0.8,)),
+    # the cheap end with more AA starts and wider beams
+    "starts": dict(n_start=(16, 24), shape_beam=(1, 2, 3), k_target_per_rank=(3.0, 4.0),
+                   coarse_rounds_per_rank=(0.75, 1.0), reuse=(8,), reuse_floor=(0.8, 0.9)),
 }
 
 
@@ -139,6 +143,24 @@ def candidates(args) -> list[tuple[str, dict]]:
     return [(args.grid, base_preset(args.grid))]
 
 
+def pareto(paths: list[str], target_quality: float = 0.99, target_oc: float = 0.01) -> None:
+    """The non-dominated rows (higher mean quality, lower steady CPU O/C) of earlier ``--json`` runs."""
+    rows = [json.loads(line) for p in paths for line in Path(p).read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if "cpu_s" in r]
+    for r in rows:
+        r["oc"] = r["cpu_s"] / r["comm_s"]
+    front = [r for r in rows if not any(o["mean"] >= r["mean"] and o["oc"] <= r["oc"] and
+                                        (o["mean"] > r["mean"] or o["oc"] < r["oc"]) for o in rows)]
+    print(f"Pareto front of {len(rows)} presets ({r['split'] if rows else '-'} seeds): mean % of MILP vs steady CPU O/C")
+    print(f"{'mean %':>7} {'min %':>6} | {'acts':>4} {'CPU us':>7} {'O/C CPU':>7} {'O/C wall':>8} | preset")
+    for r in sorted(front, key=lambda r: r["oc"]):
+        print(f"{100 * r['mean']:>7.2f} {100 * r['min']:>6.2f} | {r['acts']:>4} {r['cpu_s'] * 1e6:>7.0f} "
+              f"{100 * r['oc']:>6.2f}% {100 * r['wall_s'] / r['comm_s']:>7.2f}% | {r['preset']}")
+    both = [r for r in rows if r["mean"] >= target_quality and r["oc"] <= target_oc]
+    print(f"presets with mean >= {100 * target_quality:.0f} % and O/C <= {100 * target_oc:.0f} %: "
+          + (", ".join(r["preset"] for r in both) or "none"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--grid", default="small", help="a grid of GRIDS or a preset file name (conf/scheduler)")
@@ -149,7 +171,11 @@ def main() -> None:
     ap.add_argument("--no-steady", action="store_true")
     ap.add_argument("--cache", default="/tmp/vp_milp_optima.json")
     ap.add_argument("--json", default="", help="also append one JSON line per preset to this file")
+    ap.add_argument("--pareto", default="", help="comma-separated --json files: print their Pareto front, run nothing")
     args = ap.parse_args()
+    if args.pareto:
+        pareto(args.pareto.split(","))
+        return
     topos = topologies()
     optima = milp_optima(topos, args.split, Path(args.cache))
     print(f"VarioPath presets on the {args.split} seeds {SPLITS[args.split]}; quality = MILP / preset completion "
