@@ -132,7 +132,9 @@ def candidates(args) -> list[tuple[str, dict]]:
     if args.presets:
         for spec in args.presets.split(","):
             over = dict(kv.split("=") for kv in spec.split(";") if kv)
-            out.append((spec or args.base, {**base, **{k: type(base[k])(yaml.safe_load(v)) for k, v in over.items()}}))
+            typed = {k: yaml.safe_load(v) for k, v in over.items()}
+            typed = {k: type(base[k])(v) if k in base else v for k, v in typed.items()}  # 8 -> 8.0 for floats
+            out.append((spec or args.base, {**base, **typed}))
         return out
     if args.grid in GRIDS:
         grid = GRIDS[args.grid]
