@@ -670,33 +670,40 @@ class _LeafSearch:
         pg = [1] * len(atoms)
         current = [term(r, 1, pg) for r in range(nrows)]
         used = n
+        # a row whose next step does not fit never fits later: the ports that step would use only
+        # grow as other rows raise shared generators, and its own step stays the same
+        live = list(range(nrows))
         while True:
             best = None
-            for r in range(nrows):
+            dead = []
+            for r in live:
                 p = ps[r] + 1
                 extra = 0
                 for i in own_idx[r]:
                     if pg[i] < p:
                         extra += (p - pg[i]) * size[i]
                 if used + extra > budget:
+                    dead.append(r)
                     continue
                 trial_pg = pg[:]
                 for i in own_idx[r]:
                     if trial_pg[i] < p:
                         trial_pg[i] = p
-                trial = ps[:]
-                trial[r] = p
                 trial_terms = current[:]
                 for q in touched[r]:
-                    trial_terms[q] = term(q, trial[q], trial_pg)
+                    trial_terms[q] = term(q, p if q == r else ps[q], trial_pg)
                 o = 0.0  # Σ w·T summed in row order, as ``_Evaluator.objective`` does
                 for t in trial_terms:
                     o += t
                 if o < obj - 1e-15 and (best is None or (o, used + extra) < best[:2]):
-                    best = (o, used + extra, trial, trial_pg, trial_terms)
+                    best = (o, used + extra, r, trial_pg, trial_terms)
+            if dead:
+                live = [r for r in live if r not in dead]
             if best is None:
                 return obj, tuple(ps), used
-            obj, used, ps, pg, current = best
+            obj, used, r, pg, current = best
+            ps = ps[:]
+            ps[r] += 1
 
 
 def _search_partition(req, axes, bits, pricer, budget, bound: float | None = None):
@@ -786,6 +793,7 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
     for _ in range(2 * len(active) + 2):
         changed = False
         for i, k in enumerate(active):
+            base = None  # the current picks' (chosen, host of the other axes), while picks hold
             for j in range(len(ladders[k])):
                 trial = list(picks)
                 trial[i] = j
@@ -793,9 +801,19 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
                 if key in tried:
                     continue
                 tried.add(key)
-                cand = leaf(*at(trial), None)
+                if base is None:
+                    _, chosen_now, _ = at(picks)
+                    rest = 0
+                    for x, (_, opt) in enumerate(chosen_now):
+                        if x != i:
+                            rest |= opt[1]
+                    base = (chosen_now, rest)
+                opt = ladders[k][j][1]
+                chosen = list(base[0])
+                chosen[i] = (k, opt)
+                cand = leaf(key, chosen, base[1] | opt[1], None)
                 if cand is not None and cand[:2] < current[:2]:
-                    current, picks, changed = cand, trial, True
+                    current, picks, changed, base = cand, trial, True, None
         if not changed:
             break
     return result()
