@@ -21,8 +21,9 @@ All meshes share one host graph Cay((Z2)^n, S) over the rank labels of N = 2^n a
    ladders and per-axis contributions are memoised (per process, keyed by everything they depend
    on, λ and R included, so the requests of a search share them), the multiplicity greedy is
    memoised by the leaf's structure (which own / supported sets each generator is in), a leaf
-   whose lower bound (every axis at the most multiplicity the spare ports allow it) exceeds an
-   objective already reached is not raised, and coordinate descent tries each leaf once. Plans
+   whose lower bound (every axis at the most multiplicity the spare ports allow it; the two axes
+   of one mesh sharing them, as their generators are disjoint) exceeds an objective already
+   reached is not raised, and coordinate descent tries each leaf once. Plans
    are bit-identical to the unmemoised search (``tests/unit/test_fabrics_planner_search.py``).
 4. **Edge colouring.** Every generator's edges form a perfect matching, so colouring edges by
    generator (p_g ports each) is proper; the colouring is checked port by port and, on failure,
