@@ -220,6 +220,7 @@ class _Pricer:
         self._subgroups: dict[tuple[int, ...], int] = _STRUCTURE["subgroups"]
         self._compress: dict[tuple[int, ...], dict[int, int]] = _STRUCTURE["compress"]
         self._block_fold: dict[tuple, bool] = _STRUCTURE["block_fold"]
+        self.rows: dict[tuple, dict] = {}  # ``_LeafSearch``'s rows, per (axis, bits): this request's
 
     def compress_table(self, bits: tuple[int, ...]) -> dict[int, int]:
         """Host mask → axis-local mask for every mask inside the block ``bits``."""
@@ -487,7 +488,9 @@ class _LeafSearch:
         self._row_ids = pricer.row_ids
         self.subgroups = {k: pricer.subgroup(bits[k]) for k in active}
         self.min_step = min(axes[k].a for k in active)  # the cheapest multiplicity step: a plain-cube axis
-        self._contrib: dict[tuple, tuple] = {}
+        # per axis: {(own bitset, supported bitset): row}; a row reads only the axis, its bits and
+        # those two sets, so the table is the request's (``_Pricer.rows``), shared by its partitions
+        self._contrib = {k: pricer.rows.setdefault((k, bits[k]), {}) for k in active}
         # row positions (in ``active`` order, as ``chosen`` lists them) of the meshes with two
         # active axes, and of every other active axis
         by_mesh: dict[int, list[int]] = {}
@@ -584,7 +587,7 @@ class _LeafSearch:
         for k, (own, own_bits, ol) in chosen:
             fb = host & subgroups[k]
             # axis k's row and its w·T and w·h·λ at p = 1 depend only on (own set, supported set)
-            hit = contrib.get((k, own_bits, fb))
+            hit = contrib[k].get((own_bits, fb))
             if hit is None:
                 fl = self.full_local(k, fb) if fb != own_bits else None  # own ⊆ full: larger iff different
                 w = axes[k].weight
@@ -593,7 +596,7 @@ class _LeafSearch:
                     tf, hf = time(k, fl, 1)
                     if hf is not None and (ho is None or tf <= to):
                         to, ho = tf, hf
-                hit = contrib[(k, own_bits, fb)] = ((k, w, ol, own_bits, fl, fb), w * to,
+                hit = contrib[k][(own_bits, fb)] = ((k, w, ol, own_bits, fl, fb), w * to,
                                                     w * (ho * lam if ho is not None else float("inf")), {},
                                                     self.row_id((self._keys[k], w, ol, fl)))
             hits.append(hit)

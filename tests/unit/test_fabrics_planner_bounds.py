@@ -45,7 +45,7 @@ def _leaves(req, rng, count):
         value = search.leaf((), chosen, host, None, None)[0]
         # the separate bound: with a bound of 0 every leaf is pruned, after its per-row memo is filled
         assert search.leaf((), chosen, host, None, 0.0) is None
-        hits = [search._contrib[(k, own_bits, host & search.subgroups[k])] for k, (_, own_bits, _) in chosen]
+        hits = [search._contrib[k][(own_bits, host & search.subgroups[k])] for k, (_, own_bits, _) in chosen]
         out.append((search, hits, req.ports - host.bit_count(), value))
     return out
 
