@@ -195,7 +195,7 @@ def _priced_tables(hop_latency_s: float, link_rate_Bps: float) -> dict[str, dict
     key = (hop_latency_s, link_rate_Bps)
     tables = _PRICED.get(key)
     if tables is None:
-        tables = _PRICED[key] = {name: {} for name in ("prices", "times", "ladders", "raised", "row_ids", "pair_bounds")}
+        tables = _PRICED[key] = {name: {} for name in ("prices", "times", "ladders", "raised", "row_ids", "pair_bounds", "terms")}
     for table in (*tables.values(), *_STRUCTURE.values()):
         if len(table) > _TABLE_KEEP:
             table.clear()
@@ -215,6 +215,7 @@ class _Pricer:
         self.raised: dict[tuple, tuple] = priced["raised"]
         self.row_ids: dict[tuple, int] = priced["row_ids"]
         self.pair_bounds: dict[tuple, float] = priced["pair_bounds"]
+        self.terms: dict[tuple, float] = priced["terms"]
         self.local_masks: dict[tuple, tuple[int, ...]] = _STRUCTURE["local_masks"]
         self.full_masks: dict[tuple, tuple[int, ...] | None] = _STRUCTURE["full_masks"]
         self._subgroups: dict[tuple[int, ...], int] = _STRUCTURE["subgroups"]
@@ -486,6 +487,7 @@ class _LeafSearch:
         self._keys = [(ax.a, ax.collective, ax.sigma, ax.schedule) for ax in axes]
         self.raised = pricer.raised
         self._row_ids = pricer.row_ids
+        self._terms = pricer.terms
         self.subgroups = {k: pricer.subgroup(bits[k]) for k in active}
         self.min_step = min(axes[k].a for k in active)  # the cheapest multiplicity step: a plain-cube axis
         # per axis: {(own bitset, supported bitset): row}; a row reads only the axis, its bits and
@@ -628,21 +630,23 @@ class _LeafSearch:
         # (not on its mask): generators are grouped into atoms of equal membership (bitset
         # refinement) and leaves with the same atoms share the greedy's result (memo per request).
         member = _atoms(host, rows)
-        memo = (budget, tuple([h[4] for h in hits]), member)
+        ids = tuple([h[4] for h in hits])
+        memo = (budget, ids, member)
         hit = self.raised.get(memo)
         if hit is None:
-            hit = self.raised[memo] = self._raise(rows, member, n, total)
+            hit = self.raised[memo] = self._raise(rows, ids, member, n, total)
         obj, raised, used = hit
         ps = [1] * len(axes)
         for (k, *_), p in zip(rows, raised):
             ps[k] = p
         return (obj, used, ps)
 
-    def _raise(self, rows, atoms, n: int, obj: float):
+    def _raise(self, rows, ids, atoms, n: int, obj: float):
         """Greedy (Σ w·T, Eq. 1): spend leftover ports on the multiplicity step that lowers Σ w·T
         most; a generator shared by several axes takes the largest multiplicity any of them
         needs, an axis on its supported set runs at its least-multiplied generator. ``atoms``:
-        (rows owning, rows supporting, generators) — generators of one atom move together."""
+        (rows owning, rows supporting, generators) — generators of one atom move together;
+        ``ids``: the rows' ids (``row_id``), which key the rows' terms for every greedy."""
         budget, time = self.budget, self.time
         nrows = len(rows)
         own_idx = [[i for i, m in enumerate(atoms) if r in m[0]] for r in range(nrows)]
@@ -653,12 +657,12 @@ class _LeafSearch:
         # set shares an atom with them; every other row keeps its term
         touched = [[q for q in range(nrows) if q == r or (full_idx[q] is not None and set(full_idx[q]) & set(own_idx[r]))]
                    for r in range(nrows)]
-        terms: dict[tuple[int, int, int], float] = {}  # (row, p own, p supported) -> w·T of the row
+        terms = self._terms  # (row id, p own, p supported) -> w·T of the row
 
         def term(r: int, p_own: int, pg: list[int]) -> float:
             idx = full_idx[r]
             p_full = 0 if idx is None else min([pg[i] for i in idx])
-            key = (r, p_own, p_full)
+            key = (ids[r], p_own, p_full)
             hit = terms.get(key)
             if hit is None:
                 k, w, ol, _, fl, _ = rows[r]
