@@ -21,8 +21,9 @@ All meshes share one host graph Cay((Z2)^n, S) over the rank labels of N = 2^n a
    ladders and per-axis contributions are memoised (per process, keyed by everything they depend
    on, λ and R included, so the requests of a search share them), the multiplicity greedy is
    memoised by the leaf's structure (which own / supported sets each generator is in), a leaf
-   whose lower bound (every axis at the most multiplicity the spare ports allow it) exceeds an
-   objective already reached is not raised, and coordinate descent tries each leaf once. Plans
+   whose lower bound (every axis at the most multiplicity the spare ports allow it; the two axes
+   of one mesh sharing them, as their generators are disjoint) exceeds an objective already
+   reached is not raised, and coordinate descent tries each leaf once. Plans
    are bit-identical to the unmemoised search (``tests/unit/test_fabrics_planner_search.py``).
 4. **Edge colouring.** Every generator's edges form a perfect matching, so colouring edges by
    generator (p_g ports each) is proper; the colouring is checked port by port and, on failure,
@@ -34,7 +35,7 @@ Deterministic: enumeration orders are fixed and ties go to the first candidate f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import combinations, product
+from itertools import combinations, count, product
 
 from collectives.errors import SpecError
 from fabrics.planner.axis_cost import AxisPrice, complete_blocks, compress, expand, price_axis
@@ -180,6 +181,7 @@ def _local_options(a: int, ports: int) -> list[frozenset[int]]:
 # emptied and refilled (results never depend on what a table holds).
 _STRUCTURE: dict[str, dict] = {name: {} for name in ("local_masks", "full_masks", "subgroups", "compress", "block_fold")}
 _PRICED: dict[tuple[float, float], dict[str, dict]] = {}
+_ROW_COUNTER = count()  # ids of greedy rows (``_LeafSearch.row_id``): never reused
 _TABLE_KEEP = 250_000  # entries per table (≈ 0.2 GB for all of them after the 360 requests of figure 4)
 
 
@@ -193,7 +195,7 @@ def _priced_tables(hop_latency_s: float, link_rate_Bps: float) -> dict[str, dict
     key = (hop_latency_s, link_rate_Bps)
     tables = _PRICED.get(key)
     if tables is None:
-        tables = _PRICED[key] = {name: {} for name in ("prices", "times", "ladders", "raised")}
+        tables = _PRICED[key] = {name: {} for name in ("prices", "times", "ladders", "raised", "row_ids", "pair_bounds", "terms")}
     for table in (*tables.values(), *_STRUCTURE.values()):
         if len(table) > _TABLE_KEEP:
             table.clear()
@@ -211,11 +213,15 @@ class _Pricer:
         self.times: dict[tuple, tuple[float, int | None]] = priced["times"]
         self.ladders: dict[tuple, list] = priced["ladders"]
         self.raised: dict[tuple, tuple] = priced["raised"]
+        self.row_ids: dict[tuple, int] = priced["row_ids"]
+        self.pair_bounds: dict[tuple, float] = priced["pair_bounds"]
+        self.terms: dict[tuple, float] = priced["terms"]
         self.local_masks: dict[tuple, tuple[int, ...]] = _STRUCTURE["local_masks"]
         self.full_masks: dict[tuple, tuple[int, ...] | None] = _STRUCTURE["full_masks"]
         self._subgroups: dict[tuple[int, ...], int] = _STRUCTURE["subgroups"]
         self._compress: dict[tuple[int, ...], dict[int, int]] = _STRUCTURE["compress"]
         self._block_fold: dict[tuple, bool] = _STRUCTURE["block_fold"]
+        self.rows: dict[tuple, dict] = {}  # ``_LeafSearch``'s rows, per (axis, bits): this request's
 
     def compress_table(self, bits: tuple[int, ...]) -> dict[int, int]:
         """Host mask → axis-local mask for every mask inside the block ``bits``."""
@@ -386,12 +392,15 @@ def _ports(host: frozenset[int], owns: list[frozenset[int]], ps: list[int]) -> i
 def _aligned_ladder(ax: _Axis, k: int, bits: list[tuple[int, ...]], pricer: _Pricer, budget: int) -> list[frozenset[int]]:
     """The axis's ladder in host masks; of the variants that tie in (degree, T) keep the
     ``VARIANTS`` whose sub-blocks best fit inside other axes' blocks (where a fold can be shared)."""
-    others = [sum(1 << b for b in bs) for j, bs in enumerate(bits) if j != k]
-    memo = ("aligned", ax.a, ax.collective, ax.sigma, ax.schedule, budget, bits[k], frozenset(others))
+    hosted = ("hosted", ax.a, ax.collective, ax.sigma, ax.schedule, budget, bits[k])
+    inside_others = 0  # every mask inside some other axis's block (bitset): where a fold can be shared
+    for j, bs in enumerate(bits):
+        if j != k:
+            inside_others |= pricer.subgroup(bs)
+    memo = ("aligned", hosted, inside_others)  # the choice below reads nothing else
     hit = pricer.ladders.get(memo)
     if hit is not None:
         return hit
-    hosted = ("hosted", ax.a, ax.collective, ax.sigma, ax.schedule, budget, bits[k])
     points = pricer.ladders.get(hosted)
     if points is None:
         points = []
@@ -399,10 +408,6 @@ def _aligned_ladder(ax: _Axis, k: int, bits: list[tuple[int, ...]], pricer: _Pri
             host = frozenset(expand(g, bits[k]) for g in local)
             points.append((deg, t, host, _bitset(g for g in host if g & (g - 1))))
         pricer.ladders[hosted] = points
-    inside_others = 0  # every mask inside some other axis's block (bitset): where a fold can be shared
-    for j, bs in enumerate(bits):
-        if j != k:
-            inside_others |= pricer.subgroup(bs)
     groups: dict[tuple[int, float], list[tuple[int, int, frozenset[int]]]] = {}
     for idx, (deg, t, host, folds) in enumerate(points):
         score = (folds & inside_others).bit_count()  # folds that fit inside another axis's block
@@ -433,6 +438,33 @@ def _members(bitset: int) -> list[int]:
     return out
 
 
+def _atoms(host: int, rows: list[tuple]) -> tuple:
+    """The leaf's generators grouped by membership: sorted (rows owning, rows supporting, count).
+
+    Bitset refinement of ``host`` by every row's own set and (when the axis may run on it) its
+    supported set, in row order; a set holding every remaining generator, or none, only tags."""
+    atoms = [(host, (), ())]
+    for r, row in enumerate(rows):
+        for side, bits in ((1, row[3]), (2, row[5] if row[4] is not None else 0)):
+            if bits & host == host:  # every atom inside: tag them all (same list, same order)
+                atoms = [(a, own + (r,), full) if side == 1 else (a, own, full + (r,)) for a, own, full in atoms]
+                continue
+            if not bits:
+                continue
+            split = []
+            for a, own_rows, full_rows in atoms:
+                inside = a & bits
+                if inside:
+                    split.append((inside, own_rows + (r,), full_rows) if side == 1 else
+                                 (inside, own_rows, full_rows + (r,)))
+                    if inside != a:
+                        split.append((a ^ inside, own_rows, full_rows))
+                else:
+                    split.append((a, own_rows, full_rows))
+            atoms = split
+    return tuple(sorted((own_rows, full_rows, a.bit_count()) for a, own_rows, full_rows in atoms))
+
+
 class _LeafSearch:
     """Fast evaluation of the leaves of one bit partition (same arithmetic as ``_Evaluator``).
 
@@ -454,9 +486,21 @@ class _LeafSearch:
         self._local, self._full, self._time = pricer.local_masks, pricer.full_masks, pricer.times
         self._keys = [(ax.a, ax.collective, ax.sigma, ax.schedule) for ax in axes]
         self.raised = pricer.raised
+        self._row_ids = pricer.row_ids
+        self._terms = pricer.terms
         self.subgroups = {k: pricer.subgroup(bits[k]) for k in active}
         self.min_step = min(axes[k].a for k in active)  # the cheapest multiplicity step: a plain-cube axis
-        self._contrib: dict[tuple, tuple] = {}
+        # per axis: {(own bitset, supported bitset): row}; a row reads only the axis, its bits and
+        # those two sets, so the table is the request's (``_Pricer.rows``), shared by its partitions
+        self._contrib = {k: pricer.rows.setdefault((k, bits[k]), {}) for k in active}
+        # row positions (in ``active`` order, as ``chosen`` lists them) of the meshes with two
+        # active axes, and of every other active axis
+        by_mesh: dict[int, list[int]] = {}
+        for r, k in enumerate(active):
+            by_mesh.setdefault(axes[k].mesh, []).append(r)
+        self.pairs = [tuple(rs) for rs in by_mesh.values() if len(rs) == 2]
+        self.singles = [r for rs in by_mesh.values() if len(rs) != 2 for r in rs]
+        self._pair_bounds: dict[tuple, float] = pricer.pair_bounds
 
     def option(self, k: int, own: frozenset[int]) -> tuple:
         """(own set, its bitset, its axis-local masks) of one ladder option of axis k."""
@@ -464,6 +508,48 @@ class _LeafSearch:
         hit = self._local.get(key)
         if hit is None:
             hit = self._local[key] = (own, _bitset(own), tuple(sorted(compress(g, self.bits[k]) for g in own)))
+        return hit
+
+    def joint_bound(self, hits: list[tuple], spare: int) -> float:
+        """A lower bound on the leaf's Σ w·T (Eq. 1 is monotone in p): every axis alone at the
+        most multiplicity ``spare`` ports allow, except that the two axes of one mesh share them.
+        Axis k runs on its own set or its supported set S at multiplicity q, and every generator of
+        S then carries ≥ q ports; the two sets of one mesh are disjoint, so (q_a − 1)·|S_a| +
+        (q_b − 1)·|S_b| ≤ spare."""
+        lb = 0.0
+        for r in self.singles:
+            lb += hits[r][3][spare]  # filled by the separate bound just computed
+        for i, j in self.pairs:
+            key = (hits[i][4], hits[j][4], spare)
+            wt = self._pair_bounds.get(key)
+            if wt is None:
+                wt = self._pair_bounds[key] = self._pair_bound(hits[i][0], hits[j][0], spare)
+            lb += wt
+        return lb
+
+    def _pair_bound(self, row_a: tuple, row_b: tuple, spare: int) -> float:
+        time = self.time
+        ka, wa, ola, _, fla, _ = row_a
+        kb, wb, olb, _, flb, _ = row_b
+        sets_b = [s for s in (olb, flb) if s is not None]
+        best = float("inf")
+        for sa in (ola, fla):
+            if sa is None:
+                continue
+            for q in range(1, 2 + spare // len(sa)):
+                left = spare - (q - 1) * len(sa)
+                tb = min(time(kb, sb, 1 + left // len(sb))[0] for sb in sets_b)
+                best = min(best, wa * time(ka, sa, q)[0] + wb * tb)
+        return best
+
+    def row_id(self, row: tuple) -> int:
+        """A small integer naming ``row`` = (axis key, weight, own local, full local or None): the
+        greedy memo is keyed by these ids, not by the rows' long mask tuples (hashed once per row,
+        not once per leaf). Ids come from one process-wide counter and are never reused, so an id
+        table emptied apart from the memo can only cause misses, never a wrong hit."""
+        hit = self._row_ids.get(row)
+        if hit is None:
+            hit = self._row_ids[row] = next(_ROW_COUNTER)
         return hit
 
     def full_local(self, k: int, full: int) -> tuple[int, ...] | None:
@@ -495,14 +581,15 @@ class _LeafSearch:
         axes, budget, lam, time = self.axes, self.budget, self.lam, self.time
         # every leaf is visited once (the depth-first walk and the descent never repeat a key), so
         # nothing per leaf is kept; per-axis rows are memoised by (own set, supported set)
-        rows = []  # (k, weight, own local, own bitset, full local or None, full bitset)
-        bounds = []  # per row: {spare ports: its w·T at the most multiplicity they allow}
+        # per row: ((k, weight, own local, own bitset, full local or None, full bitset), w·T at p = 1,
+        # w·h·λ, {spare ports: w·T at the most multiplicity they allow}, row id)
+        hits = []
         total = floor = 0.0
         contrib, subgroups = self._contrib, self.subgroups
         for k, (own, own_bits, ol) in chosen:
             fb = host & subgroups[k]
             # axis k's row and its w·T and w·h·λ at p = 1 depend only on (own set, supported set)
-            hit = contrib.get((k, own_bits, fb))
+            hit = contrib[k].get((own_bits, fb))
             if hit is None:
                 fl = self.full_local(k, fb) if fb != own_bits else None  # own ⊆ full: larger iff different
                 w = axes[k].weight
@@ -511,20 +598,19 @@ class _LeafSearch:
                     tf, hf = time(k, fl, 1)
                     if hf is not None and (ho is None or tf <= to):
                         to, ho = tf, hf
-                hit = contrib[(k, own_bits, fb)] = ((k, w, ol, own_bits, fl, fb), w * to,
-                                                    w * (ho * lam if ho is not None else float("inf")), {})
-            rows.append(hit[0])
-            bounds.append(hit[3])
+                hit = contrib[k][(own_bits, fb)] = ((k, w, ol, own_bits, fl, fb), w * to,
+                                                    w * (ho * lam if ho is not None else float("inf")), {},
+                                                    self.row_id((self._keys[k], w, ol, fl)))
+            hits.append(hit)
             total += hit[1]
             floor += hit[2]
         n = host.bit_count()
-        ps = [1] * len(axes)
         if not (n + self.min_step <= budget and (best is None or floor < best[0])):
-            return (total, n, ps)
+            return (total, n, [1] * len(axes))
         spare = budget - n
         if bound is not None:
             lb = 0.0
-            for (k, w, ol, ob, fl, fb), memo in zip(rows, bounds):
+            for (k, w, ol, ob, fl, fb), _, _, memo, _ in hits:
                 wt = memo.get(spare)
                 if wt is None:
                     t = time(k, ol, 1 + spare // ob.bit_count())[0]
@@ -534,36 +620,33 @@ class _LeafSearch:
                 lb += wt
             if lb > bound:
                 return None
+            # The two axes of one mesh own disjoint generators (their blocks are disjoint), so the
+            # spare ports pay for both their multiplicities at once: a tighter bound. Pruned only
+            # against this partition's best (a leaf above it cannot change the search's state).
+            if self.pairs and best is not None and self.joint_bound(hits, spare) > best[0] * (1 + 1e-12):
+                return None
+        rows = [h[0] for h in hits]
         # The greedy's outcome depends only on which own / supported sets each generator is in
         # (not on its mask): generators are grouped into atoms of equal membership (bitset
         # refinement) and leaves with the same atoms share the greedy's result (memo per request).
-        atoms = [(host, (), ())]
-        for r, row in enumerate(rows):
-            for side, bits in ((1, row[3]), (2, row[5] if row[4] is not None else 0)):
-                split = []
-                for a, own_rows, full_rows in atoms:
-                    inside, outside = a & bits, a & ~bits
-                    if inside:
-                        split.append((inside, own_rows + (r,), full_rows) if side == 1 else
-                                     (inside, own_rows, full_rows + (r,)))
-                    if outside:
-                        split.append((outside, own_rows, full_rows))
-                atoms = split
-        member = tuple(sorted((own_rows, full_rows, a.bit_count()) for a, own_rows, full_rows in atoms))
-        memo = (budget, tuple((self._keys[k], w, ol, fl) for k, w, ol, _, fl, _ in rows), member)
+        member = _atoms(host, rows)
+        ids = tuple([h[4] for h in hits])
+        memo = (budget, ids, member)
         hit = self.raised.get(memo)
         if hit is None:
-            hit = self.raised[memo] = self._raise(rows, member, n, total)
+            hit = self.raised[memo] = self._raise(rows, ids, member, n, total)
         obj, raised, used = hit
+        ps = [1] * len(axes)
         for (k, *_), p in zip(rows, raised):
             ps[k] = p
         return (obj, used, ps)
 
-    def _raise(self, rows, atoms, n: int, obj: float):
+    def _raise(self, rows, ids, atoms, n: int, obj: float):
         """Greedy (Σ w·T, Eq. 1): spend leftover ports on the multiplicity step that lowers Σ w·T
         most; a generator shared by several axes takes the largest multiplicity any of them
         needs, an axis on its supported set runs at its least-multiplied generator. ``atoms``:
-        (rows owning, rows supporting, generators) — generators of one atom move together."""
+        (rows owning, rows supporting, generators) — generators of one atom move together;
+        ``ids``: the rows' ids (``row_id``), which key the rows' terms for every greedy."""
         budget, time = self.budget, self.time
         nrows = len(rows)
         own_idx = [[i for i, m in enumerate(atoms) if r in m[0]] for r in range(nrows)]
@@ -574,11 +657,12 @@ class _LeafSearch:
         # set shares an atom with them; every other row keeps its term
         touched = [[q for q in range(nrows) if q == r or (full_idx[q] is not None and set(full_idx[q]) & set(own_idx[r]))]
                    for r in range(nrows)]
-        terms: dict[tuple[int, int, int], float] = {}  # (row, p own, p supported) -> w·T of the row
+        terms = self._terms  # (row id, p own, p supported) -> w·T of the row
 
         def term(r: int, p_own: int, pg: list[int]) -> float:
-            p_full = 0 if full_idx[r] is None else min(pg[i] for i in full_idx[r])
-            key = (r, p_own, p_full)
+            idx = full_idx[r]
+            p_full = 0 if idx is None else min([pg[i] for i in idx])
+            key = (ids[r], p_own, p_full)
             hit = terms.get(key)
             if hit is None:
                 k, w, ol, _, fl, _ = rows[r]
@@ -594,33 +678,40 @@ class _LeafSearch:
         pg = [1] * len(atoms)
         current = [term(r, 1, pg) for r in range(nrows)]
         used = n
+        # a row whose next step does not fit never fits later: the ports that step would use only
+        # grow as other rows raise shared generators, and its own step stays the same
+        live = list(range(nrows))
         while True:
             best = None
-            for r in range(nrows):
+            dead = []
+            for r in live:
                 p = ps[r] + 1
                 extra = 0
                 for i in own_idx[r]:
                     if pg[i] < p:
                         extra += (p - pg[i]) * size[i]
                 if used + extra > budget:
+                    dead.append(r)
                     continue
-                trial_pg = list(pg)
+                trial_pg = pg[:]
                 for i in own_idx[r]:
                     if trial_pg[i] < p:
                         trial_pg[i] = p
-                trial = list(ps)
-                trial[r] = p
-                trial_terms = list(current)
+                trial_terms = current[:]
                 for q in touched[r]:
-                    trial_terms[q] = term(q, trial[q], trial_pg)
+                    trial_terms[q] = term(q, p if q == r else ps[q], trial_pg)
                 o = 0.0  # Σ w·T summed in row order, as ``_Evaluator.objective`` does
                 for t in trial_terms:
                     o += t
                 if o < obj - 1e-15 and (best is None or (o, used + extra) < best[:2]):
-                    best = (o, used + extra, trial, trial_pg, trial_terms)
+                    best = (o, used + extra, r, trial_pg, trial_terms)
+            if dead:
+                live = [r for r in live if r not in dead]
             if best is None:
                 return obj, tuple(ps), used
-            obj, used, ps, pg, current = best
+            obj, used, r, pg, current = best
+            ps = ps[:]
+            ps[r] += 1
 
 
 def _search_partition(req, axes, bits, pricer, budget, bound: float | None = None):
@@ -650,10 +741,9 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
         cand = search.leaf(key, chosen, host, best, limit)
         if cand is None:
             return None
-        cand = (cand[0], cand[1], host, [o for _, (o, _, _) in chosen], cand[2])
-        if best is None or cand[:2] < best[:2]:
-            state["best"] = cand
-        return cand
+        if best is None or cand[:2] < best[:2]:  # only a new best needs its sets kept
+            cand = state["best"] = (cand[0], cand[1], host, [o for _, (o, _, _) in chosen], cand[2])
+        return cand  # (obj, ports, ...): the descent compares only its first two
 
     def result():
         best = state["best"]
@@ -711,6 +801,7 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
     for _ in range(2 * len(active) + 2):
         changed = False
         for i, k in enumerate(active):
+            base = None  # the current picks' (chosen, host of the other axes), while picks hold
             for j in range(len(ladders[k])):
                 trial = list(picks)
                 trial[i] = j
@@ -718,9 +809,19 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
                 if key in tried:
                     continue
                 tried.add(key)
-                cand = leaf(*at(trial), None)
+                if base is None:
+                    _, chosen_now, _ = at(picks)
+                    rest = 0
+                    for x, (_, opt) in enumerate(chosen_now):
+                        if x != i:
+                            rest |= opt[1]
+                    base = (chosen_now, rest)
+                opt = ladders[k][j][1]
+                chosen = list(base[0])
+                chosen[i] = (k, opt)
+                cand = leaf(key, chosen, base[1] | opt[1], None)
                 if cand is not None and cand[:2] < current[:2]:
-                    current, picks, changed = cand, trial, True
+                    current, picks, changed, base = cand, trial, True, None
         if not changed:
             break
     return result()
