@@ -236,9 +236,7 @@ def collnet_generation(name: str, d: Any):
 
     where = f"network.collnet.{name}"
     d = _mapping(d, where)
-    extra = sorted(set(d) - set(COLLNET_KEYS))
-    if extra:
-        raise SpecError(f"{where}.{extra[0]} is not a known key; known keys: {', '.join(COLLNET_KEYS)}")
+    _unknown(d, COLLNET_KEYS, where)
     missing = [k for k in COLLNET_KEYS if k not in d and k != "allgather_reducescatter"]
     if missing:
         raise SpecError(f"{where}.{missing[0]} is missing (see conf/network/nccl.yaml collnet)")

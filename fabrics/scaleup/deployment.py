@@ -35,7 +35,7 @@ from fabrics.network.protocol import DemandEntry
 from fabrics.scaleup.phase_pricing import PhasePricer
 from fabrics.scaleup.physical import OCS, PhysicalFabric
 from fabrics.scaleup.allocation import balanced_hybrid_allocation, linear_allocation, rack_demand_bytes
-from fabrics.scaleup.ocs_configuration import configure_ocs, hybrid_for_demand
+from fabrics.scaleup.ocs_configuration import configure_ocs, hybrid_configuration
 from fabrics.scaleup.paths import RoutedFabric, route
 
 
@@ -57,11 +57,11 @@ class AxisSchedule:
 
     def groups(self, world: int) -> np.ndarray:
         """Cosets of the axis's bit block, one row per group, columns in local label order."""
+        from fabrics.planner.axis_cost import expand
+
         block = sum(1 << b for b in self.bits)
         local = np.arange(1 << len(self.bits), dtype=np.int64)
-        offsets = np.zeros_like(local)  # expand(x, bits) for every local label x: bit i -> bit bits[i]
-        for i, b in enumerate(self.bits):
-            offsets |= ((local >> i) & 1) << b
+        offsets = np.zeros_like(local) | expand(local, self.bits)  # every local label at once
         labels = np.arange(world, dtype=np.int64)
         bases = labels[(labels & block) == 0]
         return bases[:, None] | offsets[None, :]
@@ -95,20 +95,29 @@ _ROUTED: OrderedDict = OrderedDict()
 _ROUTED_KEEP = 32
 
 
+def _keyed(cache: OrderedDict, keep: int, fabric: PhysicalFabric, key: tuple, build):
+    """``cache[(id(fabric), *key)]``, built by ``build()`` when absent (holding ``fabric`` keeps
+    its id from being reused while it is a key); oldest out beyond ``keep``."""
+    full = (id(fabric), *key)
+    hit = cache.get(full)
+    if hit is not None and hit[0] is fabric:
+        cache.move_to_end(full)
+        return hit[1]
+    value = build()
+    cache[full] = (fabric, value)
+    while len(cache) > keep:
+        cache.popitem(last=False)
+    return value
+
+
 def _routed_pricer(fabric: PhysicalFabric, world: int, circuits, build):
     """The cached (routed, pricer) for ``fabric`` with ``world`` ranks and ``circuits`` (a hashable
     description of the OCS configuration ``build()`` makes the routed fabric from)."""
-    key = (id(fabric), world, circuits)
-    hit = _ROUTED.get(key)
-    if hit is not None and hit[0] is fabric:  # holding ``fabric`` keeps its id from being reused
-        _ROUTED.move_to_end(key)
-        return hit[1], hit[2]
-    routed = build()
-    pricer = PhasePricer(routed)
-    _ROUTED[key] = (fabric, routed, pricer)
-    while len(_ROUTED) > _ROUTED_KEEP:
-        _ROUTED.popitem(last=False)
-    return routed, pricer
+    def routed_and_pricer():
+        routed = build()
+        return routed, PhasePricer(routed)
+
+    return _keyed(_ROUTED, _ROUTED_KEEP, fabric, (world, circuits), routed_and_pricer)
 
 
 def clear_routed_cache() -> None:
@@ -174,24 +183,8 @@ _HYBRID_OCS: OrderedDict = OrderedDict()
 _HYBRID_OCS_KEEP = 64
 
 
-def _keyed(cache: OrderedDict, keep: int, fabric: PhysicalFabric, key: tuple, build):
-    """``cache[(id(fabric), *key)]``, built by ``build()`` when absent (holding ``fabric`` keeps
-    its id from being reused while it is a key); oldest out beyond ``keep``."""
-    full = (id(fabric), *key)
-    hit = cache.get(full)
-    if hit is not None and hit[0] is fabric:
-        cache.move_to_end(full)
-        return hit[1]
-    value = build()
-    cache[full] = (fabric, value)
-    while len(cache) > keep:
-        cache.popitem(last=False)
-    return value
-
-
 def _hybrid_candidate(fabric: PhysicalFabric, alloc, traffic, world: int):
     from fabrics.scaleup.circuit_sizing import rack_circuit_counts, rack_circuits
-    from fabrics.scaleup.ocs_configuration import hybrid_configuration
 
     rack_demand = rack_demand_bytes(alloc.rack_of_rank(fabric), traffic, fabric.spec.racks)
     counts = rack_circuit_counts(rack_demand, fabric.spec.up_ports)  # hybrid_for_demand, its configuration kept
