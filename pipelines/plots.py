@@ -278,39 +278,19 @@ def scaling_png(points: list[dict]) -> bytes:
     return png_bytes(fig)
 
 
+def splits_title(rows: list[dict], shown: list[dict], *, model: str, batch, context, fabric: str) -> str:
+    feasible = sum(1 for r in rows if r.get("feasible"))
+    return (f"{model}, {batch_label(batch)}, context {context_label(context)}, {fabric}: "
+            f"fastest {len(shown)} of {feasible} feasible splits ({len(rows)} tried)")
+
+
 def splits_png(rows: list[dict], *, model: str, batch, context, fabric: str) -> bytes:
     """A search cell's fastest splits as stacked horizontal bars of their decode-step breakdown,
-    the fastest on top and highlighted, each labelled (kvp,tpa,ep,tpe) and with its interactivity.
+    the fastest on top and in bold, each labelled (kvp,tpa,ep,tpe) and with its interactivity.
     (Interactivity against throughput would be a straight line: one batch per cell.)
-    Every cell of a sweep draws one, so it is drawn cheaply: one collection of bars per part
-    (not an artist per bar) and fixed margins (no tight-layout pass): ≈ 0.16 s instead of 0.27 s."""
-    from matplotlib.collections import PolyCollection
+    Every cell of a sweep draws one, so it is drawn with Pillow directly (pipelines.splits_figure)."""
+    from pipelines.splits_figure import render_png, splits_layout
 
-    plt = pyplot()
     shown = fastest_splits(rows)
-    feasible = sum(1 for r in rows if r.get("feasible"))
-    height = max(3.0, 0.32 * len(shown) + 1.6)
-    fig, ax = plt.subplots(figsize=(9, height))
-    fig.subplots_adjust(left=1.25 / 9, right=1 - 1.4 / 9, top=1 - 0.4 / height, bottom=0.55 / height)
-    ys = list(range(len(shown)))[::-1]  # fastest at the top
-    left = [0.0] * len(shown)
-    for i, part in enumerate(BREAKDOWN_PARTS):
-        vals = [r["breakdown_s"].get(part, 0.0) * 1e3 for r in shown]
-        bars = [((x, y - 0.35), (x, y + 0.35), (x + v, y + 0.35), (x + v, y - 0.35)) for x, y, v in zip(left, ys, vals)]
-        ax.add_collection(PolyCollection(bars, facecolors=f"C{i}", edgecolors="none", label=part))
-        left = [a + b for a, b in zip(left, vals)]
-    labels = [split_label(r["parallel"]) for r in shown]
-    ax.set_yticks(ys, labels, fontsize=8)
-    if shown:
-        ax.get_yticklabels()[0].set_fontweight("bold")
-    for y, total, r in zip(ys, left, shown):
-        ax.text(total, y, f" {r['interactivity_tok_s_user']:.1f} tok/s/user", va="center", fontsize=7)
-    ax.set_xlim(0, max(left, default=1.0) * 1.28)
-    ax.set_ylim(-0.75, len(shown) - 0.25)
-    ax.set_xlabel("decode step (ms)")
-    ax.set_ylabel("split (kvp, tpa, ep, tpe)")
-    ax.set_title(f"{model}, {batch_label(batch)}, context {context_label(context)}, {fabric}: "
-                 f"fastest {len(shown)} of {feasible} feasible splits ({len(rows)} tried)", fontsize=9)
-    ax.grid(alpha=0.3, axis="x")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return png_bytes(fig, layout=False)
+    title = splits_title(rows, shown, model=model, batch=batch, context=context, fabric=fabric)
+    return render_png(splits_layout(shown, title=title, parts=BREAKDOWN_PARTS, label=split_label))

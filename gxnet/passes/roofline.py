@@ -27,7 +27,9 @@ def kernel_time_expr(acc: AcceleratorSpec, flops: sp.Expr, nbytes: sp.Expr, repe
     scale = repeat if acc.efficiency_basis == "step" else 1
     t_f = flops / (sp.Float(acc.peak_flops) * _steps(acc.eta_compute, flops * scale))
     t_d = nbytes / (sp.Float(acc.hbm_bandwidth_Bps) * _steps(acc.eta_memory, nbytes * scale))
-    return sp.Max(t_f, t_d)
+    # unevaluated: SymPy's Max would try to order two Piecewise expressions symbolically (≈ 0.3 s of a
+    # process's first compile); max() of the lambdified pair gives the same value either way
+    return sp.Max(t_f, t_d, evaluate=False)
 
 
 def annotate_roofline(g: Graph, acc: AcceleratorSpec) -> Graph:

@@ -66,6 +66,10 @@ class GxRayLauncher(Launcher):
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
         _compose_once(hydra_context.config_loader)
+        if getattr(task_function, "gx_pipeline", None) is not None:
+            from pipelines.ray_cluster import start_early
+
+            start_early(dict(config.get("ray") or {}))  # Ray starts while the points are composed
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from collectives.errors import SpecError

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 
 import pytest
@@ -103,13 +104,32 @@ def test_report_figures_carry_model_context_and_batch_labels(captured):
     assert ticks == [f"{f} B={b}" for f in ("all_eps", "all_ocs") for b in (1, 4, 16)]
 
 
-def test_splits_figure_title_and_fastest_on_top(captured):
-    rows = [{"parallel": {"kvp": k, "tpa": 512 // k, "ep": 16, "tpe": 32}, "feasible": True,
+def test_splits_figure_title_and_fastest_on_top():
+    from PIL import Image
+
+    from pipelines.splits_figure import splits_layout
+
+    rows = [{"parallel": {"kvp": k, "tpa": 512 // k, "ep": 16, "tpe": 32}, "feasible": k != 2,
              "decode_step_s": s, "interactivity_tok_s_user": 1 / s,
              "breakdown_s": {"attention": s / 2, "communication": s / 2}}
-            for k, s in ((8, 2e-3), (4, 1e-3))]
-    plots.splits_png(rows, model="megatron_5t", batch=1, context=5_000_000, fabric="all_eps")
-    ax = captured[0].axes[0]
-    assert ax.get_title().startswith("megatron_5t, B=1, context 5M, all_eps: fastest 2 of 2")
-    ticks = sorted(ax.get_yticklabels(), key=lambda t: -t.get_position()[1])
-    assert [t.get_text() for t in ticks] == ["(4,128,16,32)", "(8,64,16,32)"]
+            for k, s in ((8, 2e-3), (4, 1e-3), (2, 0.5e-3))]
+    shown = plots.fastest_splits(rows)
+    title = plots.splits_title(rows, shown, model="megatron_5t", batch=1, context=5_000_000, fabric="all_eps")
+    assert title == "megatron_5t, B=1, context 5M, all_eps: fastest 2 of 2 feasible splits (3 tried)"
+    layout = splits_layout(shown, title=title, parts=plots.BREAKDOWN_PARTS, label=plots.split_label)
+    assert layout.labels == ("(4,128,16,32)", "(8,64,16,32)")  # fastest first (drawn on top)
+    assert layout.segments[0] == (0.5, 0.0, 0.5, 0.0, 0.0) and layout.notes[1] == " 500.0 tok/s/user"
+    assert layout.x_max_ms == 2.0 * 1.28
+    png = plots.splits_png(rows, model="megatron_5t", batch=1, context=5_000_000, fabric="all_eps")
+    img = Image.open(io.BytesIO(png))
+    assert img.size == (990, 330) and img.getpixel((495, 10)) == (255, 255, 255)
+    # the fastest bar starts at the axes' left edge in the first part's colour
+    assert img.getpixel((139, 101)) == (31, 119, 180)
+
+
+def test_splits_figure_ticks_are_round():
+    from pipelines.splits_figure import nice_ticks
+
+    assert nice_ticks(1.25) == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2]
+    assert nice_ticks(2.56) == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5]
+    assert nice_ticks(0.0) == [0.0]
