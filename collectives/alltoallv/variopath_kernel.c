@@ -200,9 +200,17 @@ static i64 nonzero_pairs(const double *dsc, i64 GG, i64 *nzk) {
     return nk;
 }
 
-/* shapes j0 .. J-1 one at a time (the tail of a blocked loop) */
+/* shapes j0 .. J-1 (the tail of a blocked loop): four at a time, then one at a time */
 static void dense_tail(double *scores, const double *dense_val, const double *dsc, i64 J, i64 j0,
                        const i64 *nzk, i64 nk) {
+    for (; j0 + 4 <= J; j0 += 4) {
+        double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+        for (i64 t = 0; t < nk; t++) {
+            const double dk = dsc[nzk[t]], *row = dense_val + nzk[t] * J + j0;
+            a0 += row[0] * dk; a1 += row[1] * dk; a2 += row[2] * dk; a3 += row[3] * dk;
+        }
+        scores[j0] = a0; scores[j0 + 1] = a1; scores[j0 + 2] = a2; scores[j0 + 3] = a3;
+    }
     for (; j0 < J; j0++) {
         double acc = 0.0;
         for (i64 t = 0; t < nk; t++) acc += dense_val[nzk[t] * J + j0] * dsc[nzk[t]];
@@ -287,6 +295,46 @@ static void dense_scores(double *restrict scores, const double *restrict dense_v
     dense_scores_base(scores, dense_val, dsc, GG, J, nzk);
 }
 
+/* The sums the loop keeps while it drains rem: rank loads out (ls) and in (lr), D̂ per group
+ * pair (dg) and every node's bytes to (tro) and from (tri) other nodes. rem holds whole bytes
+ * (< 2^53) and every activation moves whole bytes, so the running sums equal a fresh pass over
+ * rem in any order, bit for bit. */
+static void row_sums(const double *rem, i64 N, i64 G, i64 K, const i64 *gof, const i64 *node_of, double *ls,
+                     double *lr, double *dg, double *tro, double *tri) {
+    for (i64 i = 0; i < N; i++) { ls[i] = 0.0; lr[i] = 0.0; }
+    for (i64 k = 0; k < G * G; k++) dg[k] = 0.0;
+    for (i64 c = 0; c < K; c++) { tro[c] = 0.0; tri[c] = 0.0; }
+    for (i64 i = 0; i < N; i++) {
+        const double *ri = rem + i * N;
+        double *dgi = dg + gof[i] * G;
+        double si = 0.0;
+        for (i64 j = 0; j < N; j++) {
+            const double r = ri[j];
+            si += r; lr[j] += r;
+            dgi[gof[j]] += r;
+            if (node_of[j] != node_of[i]) { tro[node_of[i]] += r; tri[node_of[j]] += r; }
+        }
+        ls[i] = si;
+    }
+}
+
+/* Subtracts one activation (lane k moves xo[k] bytes so[k] -> dso[k]) from rem and the running
+ * sums of row_sums; returns the bytes moved. */
+static double drain_lanes(double *rem, const i64 *so, const i64 *dso, const double *xo, i64 N, i64 G, const i64 *gof,
+                          const i64 *node_of, double *ls, double *lr, double *dg, double *tro, double *tri) {
+    double moved = 0.0;
+    for (i64 k = 0; k < N; k++) {
+        const double x = xo[k];
+        const i64 s = so[k], d = dso[k];
+        rem[s * N + d] -= x;
+        moved += x;
+        ls[s] -= x; lr[d] -= x;
+        dg[gof[s] * G + gof[d]] -= x;
+        if (node_of[s] != node_of[d]) { tro[node_of[s]] -= x; tri[node_of[d]] -= x; }
+    }
+    return moved;
+}
+
 /* EVALUATE (Eqs. 9-10) of one bound channel (lane k: sb[k] -> db[k] at rate id rid[k]) on the
  * remaining demand: x_k = min(cap(rate), rem), utility = Σ x (x w when weighted) / (λ + max x / bw).
  * cap and 1 / bw per distinct rate, computed once per τ: the same values as per lane. */
@@ -369,6 +417,8 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
     double util0 = 0.0;
     double left = 0.0;
     for (i64 k = 0; k < NN; k++) left += rem[k];
+    double *tro = calloc(K, sizeof(double)), *tri = calloc(K, sizeof(double));
+    row_sums(rem, N, G, K, gof, node_of, ls, lr, dg, tro, tri);
     i64 A = 0;
     *status = 1;
     const int use_w = rank_on != 0;
@@ -403,7 +453,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
                     const double rr = rem[s_ * N + d_], cap = capr[rid[k]];
                     xo[k] = cap < rr ? cap : rr; so[k] = s_; dso[k] = d_;
                 }
-                for (i64 k = 0; k < N; k++) { rem[so[k] * N + dso[k]] -= xo[k]; moved += xo[k]; }
+                moved = drain_lanes(rem, so, dso, xo, N, G, gof, node_of, ls, lr, dg, tro, tri);
                 if (have_scores) update_scores(scores, so, dso, xo, N, G, gof, col_ptr, col_shape, col_val, dpair, touched);
                 out_fam[A] = rfam[row];
                 if (rfam[row] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
@@ -413,31 +463,12 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
             }
         }
         /* -- τ (coarse rounds: up to 1/coarse of the remaining lower bound) -- */
-        /* one pass over rem for the rank loads, D̂, the largest entry and the nodes' cross traffic:
-           rem holds whole bytes (< 2^53), so these sums are exact in any order */
+        /* the rank loads, D̂ and the nodes' cross traffic are running sums (drain_lanes), so only
+           the largest entry needs a pass over rem */
         const int nodes_on = use_w && np_ != 0.0 && K > 1;
-        for (i64 i = 0; i < N; i++) { ls[i] = 0.0; lr[i] = 0.0; }
-        for (i64 k = 0; k < GG; k++) dg[k] = 0.0;
-        for (i64 c = 0; c < K; c++) { t_out[c] = 0.0; t_in[c] = 0.0; }
         double remmax = 0.0;
-        for (i64 i = 0; i < N; i++) {
-            const double *ri = rem + i * N;
-            double *dgi = dg + gof[i] * G;
-            double si = 0.0, mi = 0.0;
-            for (i64 j = 0; j < N; j++) {
-                const double r = ri[j];
-                si += r; lr[j] += r;
-                dgi[gof[j]] += r;
-                mi = r > mi ? r : mi;
-            }
-            ls[i] = si;
-            remmax = mi > remmax ? mi : remmax;
-            if (nodes_on) {
-                const i64 ni = node_of[i];
-                for (i64 j = 0; j < N; j++)
-                    if (node_of[j] != ni) { t_out[ni] += ri[j]; t_in[node_of[j]] += ri[j]; }
-            }
-        }
+        for (i64 k = 0; k < NN; k++) remmax = rem[k] > remmax ? rem[k] : remmax;
+        for (i64 c = 0; c < K; c++) { t_out[c] = tro[c]; t_in[c] = tri[c]; }
         double mx = 0.0;
         for (i64 i = 0; i < N; i++) { if (ls[i] > mx) mx = ls[i]; if (lr[i] > mx) mx = lr[i]; }
         double tau = tau0;
@@ -684,6 +715,17 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
                 }
             }
             if (single && sweep + 1 < sweeps) continue;
+            if (sweep + 1 == sweeps) {
+                /* the last sweep: F only tells the channels from the bindings that kept a self-pair
+                   (F < 0 exactly then: every other credit is >= 0), so test the pairs instead */
+                for (i64 b = 0; b < B; b++) {
+                    const i64 *sb = rsrc + b * N, *db = rdst + b * N;
+                    int selfpair = 0;
+                    for (i64 k = 0; k < N; k++) selfpair |= sb[k] == db[k];
+                    f[b] = selfpair ? -1.0 : 0.0;
+                }
+                break;
+            }
             for (i64 b = 0; b < B; b++) {
                 const i64 *rid = fam_rid + rfam[b] * N;
                 double s = 0.0;
@@ -753,7 +795,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
                     }
                 }
         }
-        for (i64 k = 0; k < N; k++) { rem[so[k] * N + dso[k]] -= xo[k]; moved += xo[k]; }
+        moved = drain_lanes(rem, so, dso, xo, N, G, gof, node_of, ls, lr, dg, tro, tri);
         if (have_scores) update_scores(scores, so, dso, xo, N, G, gof, col_ptr, col_shape, col_val, dpair, touched);
         out_fam[A] = rfam[hrow];
         if (rfam[hrow] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
@@ -761,7 +803,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
         A++;
     }
     free(w); free(cred); free(credt); free(nterm); free(nrow); free(rused); free(pused); free(rtouched); free(order);
-    free(la); free(ld); free(li); free(srcfree); free(dstfree); free(outc); free(slot_dst); free(ls); free(lr); free(dg); free(scores); free(dgw); free(pu); free(pv); free(t_out); free(t_in); free(top);
+    free(la); free(ld); free(li); free(srcfree); free(dstfree); free(outc); free(slot_dst); free(ls); free(lr); free(dg); free(scores); free(dgw); free(pu); free(pv); free(t_out); free(t_in); free(tro); free(tri); free(top);
     free(rsrc); free(rdst); free(rfam); free(f); free(fbest); free(v);
     free(prow); free(capr); free(invr); free(flr); free(dpair); free(touched); free(touched_k);
     return A;
