@@ -90,6 +90,45 @@ static i64 best_perm4(const double *r0, const double *r1, const double *r2, cons
 }
 #endif
 
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__SSE2__)
+#define VP_HAVE_AVX512 1
+#include <immintrin.h>
+static int cpu_has_avx512(void) {
+    static int has = -1;
+    if (has < 0) has = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    return has;
+}
+
+/* best_perm4 with the 24 sums in three 8-lane vectors: lane u of vector q is permutation 8q + u
+ * (itertools order), its terms picked from the rows by permutes, summed ((a + b) + c) + d as the
+ * SSE2 version; the first maximum as there (the lowest permutation holding the largest sum). */
+__attribute__((target("avx512f"))) static inline i64 best_perm4_avx512(const double *r0, const double *r1,
+                                                                       const double *r2, const double *r3) {
+    /* (a, b, c, d) of the 24 permutations; b, d index the upper half (rows 1 and 3) */
+    static const int64_t PA[24] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3};
+    static const int64_t PB[24] = {5, 5, 6, 6, 7, 7, 4, 4, 6, 6, 7, 7, 4, 4, 5, 5, 7, 7, 4, 4, 5, 5, 6, 6};
+    static const int64_t PC[24] = {2, 3, 1, 3, 1, 2, 2, 3, 0, 3, 0, 2, 1, 3, 0, 3, 0, 1, 1, 2, 0, 2, 0, 1};
+    static const int64_t PD[24] = {7, 6, 7, 5, 6, 5, 7, 6, 7, 4, 6, 4, 7, 5, 7, 4, 5, 4, 6, 5, 6, 4, 5, 4};
+    const __m512d R01 = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_loadu_pd(r0)), _mm256_loadu_pd(r1), 1);
+    const __m512d R23 = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_loadu_pd(r2)), _mm256_loadu_pd(r3), 1);
+    __m512d s[3];
+    for (int q = 0; q < 3; q++) {
+        const __m512d A = _mm512_permutexvar_pd(_mm512_loadu_si512(PA + 8 * q), R01);
+        const __m512d Bv = _mm512_permutexvar_pd(_mm512_loadu_si512(PB + 8 * q), R01);
+        const __m512d C = _mm512_permutexvar_pd(_mm512_loadu_si512(PC + 8 * q), R23);
+        const __m512d D = _mm512_permutexvar_pd(_mm512_loadu_si512(PD + 8 * q), R23);
+        s[q] = _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(A, Bv), C), D);
+    }
+    const double m = _mm512_reduce_max_pd(_mm512_max_pd(_mm512_max_pd(s[0], s[1]), s[2]));
+    const __m512d mv = _mm512_set1_pd(m);
+    const uint32_t mask = (uint32_t)_mm512_cmp_pd_mask(s[0], mv, _CMP_EQ_OQ)
+                          | ((uint32_t)_mm512_cmp_pd_mask(s[1], mv, _CMP_EQ_OQ) << 8)
+                          | ((uint32_t)_mm512_cmp_pd_mask(s[2], mv, _CMP_EQ_OQ) << 16);
+    if (mask) return __builtin_ctz(mask);
+    return best_perm4(r0, r1, r2, r3);  /* unreachable without NaN: the SSE2 answer */
+}
+#endif
+
 static i64 best_perm(const double *v, const i64 *perms, i64 P, i64 g) {
     if (g == 4) return best_perm4(v, v + 4, v + 8, v + 12);
     if (g == 2) return (v[1] + v[2] > v[0] + v[3]) ? 1 : 0;
@@ -102,6 +141,83 @@ static i64 best_perm(const double *v, const i64 *perms, i64 P, i64 g) {
         if (p == 0 || s > bs) { bs = s; best = p; }
     }
     return best;
+}
+
+/* One sweep of the Alternating Algorithm over the B rows (family rfam[b], binding rsrc / rdst):
+ * fix the destinations and assign the sources of every group (one g x g assignment each), then
+ * fix the sources and assign the destinations. The body is compiled twice, with the SSE2 and
+ * the AVX-512 4 x 4 solver (same sums, same first maximum), and the CPU picks one at run time. */
+#define VP_AA_SWEEP(BP4) \
+for (i64 b = 0; b < B; b++) { \
+    const i64 *rid = fam_rid + rfam[b] * N; \
+    const i64 *in = fam_in + rfam[b] * N; \
+    i64 *sb = rsrc + b * N, *db = rdst + b * N; \
+    for (i64 a = 0; a < G; a++) {  /* fix destinations, assign sources per group */ \
+        i64 pi_; \
+        if (g4c) {  /* the g candidates of each lane lie side by side: no copy */ \
+            const double *ct = credt + groups[a * g]; \
+            const i64 k = a * g; \
+            pi_ = BP4(ct + rid[k] * NN + db[k] * N, ct + rid[k + 1] * NN + db[k + 1] * N, \
+                             ct + rid[k + 2] * NN + db[k + 2] * N, ct + rid[k + 3] * NN + db[k + 3] * N); \
+        } else { \
+            for (i64 l = 0; l < g; l++) { \
+                i64 k = a * g + l, j = db[k]; \
+                const double *cr = credt + rid[k] * NN + j * N;  /* candidates i of group a: h_ij */ \
+                for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[a * g + c]]; \
+            } \
+            pi_ = best_perm(v, perms, P, g); \
+        } \
+        const i64 *pm = perms + pi_ * g; \
+        for (i64 l = 0; l < g; l++) sb[a * g + l] = groups[a * g + pm[l]]; \
+    } \
+    for (i64 d = 0; d < G; d++) {  /* fix sources, assign destinations per group */ \
+        i64 pi_; \
+        const i64 *ind = in + d * g; \
+        if (g4c) { \
+            const double *cg = cred + groups[d * g]; \
+            pi_ = BP4(cg + rid[ind[0]] * NN + sb[ind[0]] * N, cg + rid[ind[1]] * NN + sb[ind[1]] * N, \
+                             cg + rid[ind[2]] * NN + sb[ind[2]] * N, cg + rid[ind[3]] * NN + sb[ind[3]] * N); \
+        } else { \
+            for (i64 l = 0; l < g; l++) { \
+                i64 kk = ind[l]; \
+                const double *cr = cred + rid[kk] * NN + sb[kk] * N; \
+                for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[d * g + c]]; \
+            } \
+            pi_ = best_perm(v, perms, P, g); \
+        } \
+        const i64 *pm = perms + pi_ * g; \
+        for (i64 l = 0; l < g; l++) db[in[d * g + l]] = groups[d * g + pm[l]]; \
+    } \
+}
+
+static void aa_sweep_base(i64 B, i64 N, i64 G, i64 g, i64 P, int g4c, const i64 *rfam, const i64 *fam_rid,
+                          const i64 *fam_in, const i64 *groups, const double *cred, const double *credt,
+                          const i64 *perms, double *v, i64 *rsrc, i64 *rdst) {
+    const i64 NN = N * N;
+    VP_AA_SWEEP(best_perm4)
+}
+
+#if defined(VP_HAVE_AVX512)
+__attribute__((target("avx512f"))) static void aa_sweep_avx512(i64 B, i64 N, i64 G, i64 g, i64 P, int g4c,
+                                                               const i64 *rfam, const i64 *fam_rid, const i64 *fam_in,
+                                                               const i64 *groups, const double *cred,
+                                                               const double *credt, const i64 *perms, double *v,
+                                                               i64 *rsrc, i64 *rdst) {
+    const i64 NN = N * N;
+    VP_AA_SWEEP(best_perm4_avx512)
+}
+#endif
+
+static void aa_sweep(i64 B, i64 N, i64 G, i64 g, i64 P, int g4c, const i64 *rfam, const i64 *fam_rid,
+                     const i64 *fam_in, const i64 *groups, const double *cred, const double *credt, const i64 *perms,
+                     double *v, i64 *rsrc, i64 *rdst) {
+#if defined(VP_HAVE_AVX512)
+    if (cpu_has_avx512()) {
+        aa_sweep_avx512(B, N, G, g, P, g4c, rfam, fam_rid, fam_in, groups, cred, credt, perms, v, rsrc, rdst);
+        return;
+    }
+#endif
+    aa_sweep_base(B, N, G, g, P, g4c, rfam, fam_rid, fam_in, groups, cred, credt, perms, v, rsrc, rdst);
 }
 
 /* Eq. 6 scores are linear in D̂: subtract an activation's bytes per group pair from the shapes
@@ -285,14 +401,53 @@ __attribute__((target("avx2"))) static void dense_scores_avx2(double *restrict s
 }
 #endif
 
+#if defined(VP_HAVE_AVX512)
+/* 64 shapes per block in 8 eight-lane accumulators (AVX-512F, chosen at run time; no FMA) */
+__attribute__((target("avx512f"))) static void dense_scores_avx512(double *restrict scores,
+                                                                   const double *restrict dense_val,
+                                                                   const double *restrict dsc, i64 GG, i64 J,
+                                                                   i64 *restrict nzk) {
+    const i64 nk = nonzero_pairs(dsc, GG, nzk);
+    i64 j0 = 0;
+    for (; j0 + 64 <= J; j0 += 64) {
+        __m512d a[8];
+        for (int u = 0; u < 8; u++) a[u] = _mm512_setzero_pd();
+        for (i64 t = 0; t < nk; t++) {
+            const i64 k = nzk[t];
+            const __m512d dk = _mm512_set1_pd(dsc[k]);
+            const double *row = dense_val + k * J + j0;
+            for (int u = 0; u < 8; u++) a[u] = _mm512_add_pd(a[u], _mm512_mul_pd(_mm512_loadu_pd(row + 8 * u), dk));
+        }
+        for (int u = 0; u < 8; u++) _mm512_storeu_pd(scores + j0 + 8 * u, a[u]);
+    }
+    dense_tail(scores, dense_val, dsc, J, j0, nzk, nk);
+}
+#endif
+
 static void dense_scores(double *restrict scores, const double *restrict dense_val, const double *restrict dsc,
                          i64 GG, i64 J, i64 *restrict nzk) {
+#if defined(VP_HAVE_AVX512)
+    if (cpu_has_avx512()) { dense_scores_avx512(scores, dense_val, dsc, GG, J, nzk); return; }
+#endif
 #if defined(__GNUC__) && defined(__x86_64__)
     static int avx2 = -1;
     if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
     if (avx2) { dense_scores_avx2(scores, dense_val, dsc, GG, J, nzk); return; }
 #endif
     dense_scores_base(scores, dense_val, dsc, GG, J, nzk);
+}
+
+/* The largest entry of x (>= 0; 0 when empty): eight running maxima, since a maximum is the
+ * same in any order and one chain would wait on every comparison. */
+static double max_entry(const double *x, i64 n) {
+    double m[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    i64 k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int u = 0; u < 8; u++) m[u] = x[k + u] > m[u] ? x[k + u] : m[u];
+    for (; k < n; k++) m[0] = x[k] > m[0] ? x[k] : m[0];
+    double r = 0.0;
+    for (int u = 0; u < 8; u++) r = m[u] > r ? m[u] : r;
+    return r;
 }
 
 /* The sums the loop keeps while it drains rem: rank loads out (ls) and in (lr), D̂ per group
@@ -424,6 +579,9 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
     const int use_w = rank_on != 0;
     const int wsc = wscore && use_w;
     const int wsel = weighted && use_w;  /* EVALUATE counts pressure-weighted bytes */
+    int gcons = 1;  /* group a holds ranks a g ... a g + g - 1 */
+    for (i64 a = 0; a < G && gcons; a++)
+        for (i64 c = 0; c < g; c++) if (groups[a * g + c] != a * g + c) gcons = 0;
     int g4c = g == 4;  /* groups of 4 consecutive ranks: the AA reads its 4 x 4 credits in place */
     for (i64 a = 0; a < G && g4c; a++)
         for (i64 c = 1; c < g; c++) if (groups[a * g + c] != groups[a * g] + c) g4c = 0;  /* weighted scores change with w: recomputed every activation */
@@ -466,8 +624,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
         /* the rank loads, D̂ and the nodes' cross traffic are running sums (drain_lanes), so only
            the largest entry needs a pass over rem */
         const int nodes_on = use_w && np_ != 0.0 && K > 1;
-        double remmax = 0.0;
-        for (i64 k = 0; k < NN; k++) remmax = rem[k] > remmax ? rem[k] : remmax;
+        const double remmax = max_entry(rem, NN);
         for (i64 c = 0; c < K; c++) { t_out[c] = tro[c]; t_in[c] = tri[c]; }
         double mx = 0.0;
         for (i64 i = 0; i < N; i++) { if (ls[i] > mx) mx = ls[i]; if (lr[i] > mx) mx = lr[i]; }
@@ -541,7 +698,15 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
                 }
                 if (wsc) {
                     double *dgwi = dgw + gof[i] * G;
-                    for (i64 j = 0; j < N; j++) dgwi[gof[j]] += ri[j] * wi[j];
+                    if (gcons) {  /* group d holds ranks d g ... d g + g - 1: one running sum per pair, same order */
+                        for (i64 d = 0; d < G; d++) {
+                            double acc = dgwi[d];
+                            for (i64 l = d * g; l < d * g + g; l++) acc += ri[l] * wi[l];
+                            dgwi[d] = acc;
+                        }
+                    } else {
+                        for (i64 j = 0; j < N; j++) dgwi[gof[j]] += ri[j] * wi[j];
+                    }
                 }
             }
             for (i64 rr = 0; rr < R; rr++) {
@@ -673,47 +838,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
         const int single = Se == 1;
         int have_best = 0;
         for (i64 sweep = 0; sweep < sweeps; sweep++) {
-            for (i64 b = 0; b < B; b++) {
-                const i64 *rid = fam_rid + rfam[b] * N;
-                const i64 *in = fam_in + rfam[b] * N;
-                i64 *sb = rsrc + b * N, *db = rdst + b * N;
-                for (i64 a = 0; a < G; a++) {  /* fix destinations, assign sources per group */
-                    i64 pi_;
-                    if (g4c) {  /* the g candidates of each lane lie side by side: no copy */
-                        const double *ct = credt + groups[a * g];
-                        const i64 k = a * g;
-                        pi_ = best_perm4(ct + rid[k] * NN + db[k] * N, ct + rid[k + 1] * NN + db[k + 1] * N,
-                                         ct + rid[k + 2] * NN + db[k + 2] * N, ct + rid[k + 3] * NN + db[k + 3] * N);
-                    } else {
-                        for (i64 l = 0; l < g; l++) {
-                            i64 k = a * g + l, j = db[k];
-                            const double *cr = credt + rid[k] * NN + j * N;  /* candidates i of group a: h_ij */
-                            for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[a * g + c]];
-                        }
-                        pi_ = best_perm(v, perms, P, g);
-                    }
-                    const i64 *pm = perms + pi_ * g;
-                    for (i64 l = 0; l < g; l++) sb[a * g + l] = groups[a * g + pm[l]];
-                }
-                for (i64 d = 0; d < G; d++) {  /* fix sources, assign destinations per group */
-                    i64 pi_;
-                    const i64 *ind = in + d * g;
-                    if (g4c) {
-                        const double *cg = cred + groups[d * g];
-                        pi_ = best_perm4(cg + rid[ind[0]] * NN + sb[ind[0]] * N, cg + rid[ind[1]] * NN + sb[ind[1]] * N,
-                                         cg + rid[ind[2]] * NN + sb[ind[2]] * N, cg + rid[ind[3]] * NN + sb[ind[3]] * N);
-                    } else {
-                        for (i64 l = 0; l < g; l++) {
-                            i64 kk = ind[l];
-                            const double *cr = cred + rid[kk] * NN + sb[kk] * N;
-                            for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[d * g + c]];
-                        }
-                        pi_ = best_perm(v, perms, P, g);
-                    }
-                    const i64 *pm = perms + pi_ * g;
-                    for (i64 l = 0; l < g; l++) db[in[d * g + l]] = groups[d * g + pm[l]];
-                }
-            }
+            aa_sweep(B, N, G, g, P, g4c, rfam, fam_rid, fam_in, groups, cred, credt, perms, v, rsrc, rdst);
             if (single && sweep + 1 < sweeps) continue;
             if (sweep + 1 == sweeps) {
                 /* the last sweep: F only tells the channels from the bindings that kept a self-pair
