@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 MODULE = "collectives.alltoallv._variopath_kernel"
-ABI = 2  # VP_ABI of variopath_kernel.c: the argument list below
+ABI = 3  # VP_ABI of variopath_kernel.c: the argument list below
 I64, F64 = np.dtype(np.int64), np.dtype(np.float64)
 _LOADED: dict[str, object] = {}  # explicit keyed cache: module name -> Kernel (or None: not built)
 
@@ -33,7 +33,8 @@ _LOADED: dict[str, object] = {}  # explicit keyed cache: module name -> Kernel (
 INT_PARAMS = ("N", "G", "g", "J", "P", "S", "sweeps", "beam", "reuse", "max_quanta", "weighted", "capped",
               "max_acts", "max_rows", "rank_pressure_on", "dense", "row_budget", "R", "synth", "F", "n_res",
               "pressure_power", "weighted_scores", "K")
-FLOAT_PARAMS = ("tau0", "coarse", "max_rate", "rank_pressure", "pair_pressure", "overhead", "reuse_floor", "node_pressure")
+FLOAT_PARAMS = ("tau0", "coarse", "max_rate", "rank_pressure", "pair_pressure", "overhead", "reuse_floor", "node_pressure",
+                "k_rounds")  # tau0 <= 0: the loop computes τ (variopath.quantum_s) and writes it back
 # The read-only catalog arrays of vp_plan, in its argument order (after ip and dp).
 CATALOG_ARRAYS = ("groups", "gof", "col_ptr", "col_shape", "col_val", "col_rate", "dense_val", "dense_rate",
                   "fam_off", "fam_rid", "rates_u", "fam_rate", "fam_in", "start_src", "start_dst", "perms",
@@ -146,10 +147,11 @@ class BoundKernel:
         assert len(self._head) + 1 + len(self._tail) + 1 + len(self._out) == N_ARGS
 
     def __call__(self, dp: np.ndarray, rem: np.ndarray) -> tuple[int, int]:
-        """Runs the loop on the remaining demand ``rem`` (N x N float64, drained in place);
+        """Runs the loop on the remaining demand ``rem`` (N x N float64, drained in place) with the
+        float parameters ``dp`` (a τ0 <= 0 is computed by the loop and written back into dp[0]);
         returns (activations written to the out_* buffers, status: 1 drained, 0 no candidate,
         2 buffers full)."""
-        check_array("dp", dp, F64, len(FLOAT_PARAMS))
+        check_array("dp", dp, F64, len(FLOAT_PARAMS), writable=True)
         check_array("rem", rem, F64, self.N * self.N, writable=True)
         n = self.fn(*self._head, dp.ctypes.data, *self._tail, rem.ctypes.data, *self._out)
         return int(n), int(self.status[0])

@@ -472,16 +472,16 @@ class VarioPathPlanner:
         demand = check_demand(demand, self.N)
         t0, c0 = time.perf_counter(), time.process_time()
         rem = demand.astype(np.float64)
-        tau0 = quantum_s(demand, self.topology, self.params.k_target_per_rank, self.group_caps, self.max_rate_Bps,
-                         self.onehot)
         # (bytes, src, dst, instances) per activation -- what the runtime needs -- as one entry
         # per activation (1-D rows, the numpy path) or per block of the compiled loop (2-D)
         raw = []
         guard = 50 * self.N * self.N + 100 * int(np.count_nonzero(demand)) + 1000
         kernel = self._kernel_fn()
-        if kernel is not None:
-            self._decompose_kernel(kernel, rem, tau0, raw, guard)
+        if kernel is not None:  # the compiled loop computes τ0 as quantum_s does
+            tau0 = self._decompose_kernel(kernel, rem, raw, guard)
         else:
+            tau0 = quantum_s(demand, self.topology, self.params.k_target_per_rank, self.group_caps,
+                             self.max_rate_Bps, self.onehot)
             self._decompose_numpy(rem, tau0, raw, guard)
         planning_s, planning_cpu_s = time.perf_counter() - t0, time.process_time() - c0
         acts = tuple(Activation(lanes=tuple(
@@ -601,7 +601,8 @@ class VarioPathPlanner:
         return out
 
     def _kernel_params(self, tau0: float) -> tuple[np.ndarray, np.ndarray]:
-        """The loop's integer and float parameters (kernel.INT_PARAMS, kernel.FLOAT_PARAMS)."""
+        """The loop's integer and float parameters (kernel.INT_PARAMS, kernel.FLOAT_PARAMS); tau0 <= 0 lets
+        the loop compute τ0 from the demand (quantum_s)."""
         p, N, arr = self.params, self.N, self._kernel[1]
         cap = self.KERNEL_BLOCK  # activations per call; a full buffer returns and the loop resumes (fresh pool)
         ip = np.array([N, self.G, self.g, len(self.bucket_arrays), len(arr["perms"]), p.n_start, p.aa_sweeps,
@@ -610,11 +611,13 @@ class VarioPathPlanner:
                        len(arr["rates_u"]), arr["synth"], len(arr["fam_all"]), arr["n_res"], p.pressure_power,
                        int(p.shape_score == "weighted"), self.n_nodes], dtype=np.int64)
         dp = np.array([tau0, p.coarse_rounds_per_rank * N, self.max_rate_Bps, p.rank_pressure, p.pair_pressure,
-                       p.overhead_s, p.reuse_floor, p.node_pressure], dtype=np.float64)
+                       p.overhead_s, p.reuse_floor, p.node_pressure, p.k_target_per_rank * N], dtype=np.float64)
         return ip, dp
 
-    def _decompose_kernel(self, kernel: Kernel, rem: np.ndarray, tau0: float, raw: list, guard: int) -> None:
-        ip, dp = self._kernel_params(tau0)
+    def _decompose_kernel(self, kernel: Kernel, rem: np.ndarray, raw: list, guard: int) -> float:
+        """Drains ``rem`` with the compiled loop into ``raw``; returns τ0, which the loop computes
+        from the demand (quantum_s's value) on its first call."""
+        ip, dp = self._kernel_params(0.0)
         bound = self._bound_kernel(kernel, ip)
         fam_all = self._kernel[1]["fam_all"]
         F = len(fam_all)
@@ -630,11 +633,11 @@ class VarioPathPlanner:
                     fams[syn] = bound.out_inst[:n][syn]
                 raw.append((bound.out_x[:n].copy(), bound.out_src[:n].copy(), bound.out_dst[:n].copy(), fams))
             if status == 1:
-                return
+                return float(dp[0])
             if status == 0:  # no candidate: the numpy path's tie-break / forced binding, one activation
-                self._decompose_numpy(rem, tau0, raw, guard, max_activations=1)
+                self._decompose_numpy(rem, float(dp[0]), raw, guard, max_activations=1)
                 if not rem.any():
-                    return
+                    return float(dp[0])
 
     # -- the numpy loop (reference) --------------------------------------------------------------
     def _decompose_numpy(self, rem: np.ndarray, tau0: float, raw: list, guard: int, max_activations: int | None = None) -> None:

@@ -33,7 +33,7 @@ typedef int64_t i64;
 
 enum { I_N, I_G, I_g, I_J, I_P, I_S, I_SWEEPS, I_BEAM, I_REUSE, I_MAXQ, I_WEIGHTED, I_CAPPED, I_MAXACTS,
        I_MAXROWS, I_RANKP_ON, I_DENSE, I_ROWBUDGET, I_R, I_SYNTH, I_F, I_NRES, I_POWER, I_WSCORE, I_NNODES };
-enum { D_TAU0, D_COARSE, D_MAXRATE, D_RANKP, D_PAIRP, D_OVERHEAD, D_REUSEFLOOR, D_NODEP };
+enum { D_TAU0, D_COARSE, D_MAXRATE, D_RANKP, D_PAIRP, D_OVERHEAD, D_REUSEFLOOR, D_NODEP, D_KROUNDS };
 
 /* The maximum-weight assignment of a g x g credit matrix v (rows = lanes, columns = candidate
  * GPUs) as the index of the best permutation in itertools.permutations order (the numpy path's
@@ -490,6 +490,25 @@ static double drain_lanes(double *rem, const i64 *so, const i64 *dso, const doub
     return moved;
 }
 
+/* τ of the invocation (variopath.quantum_s, the same float64 operations): the busiest rank at the
+ * fastest rate or the busiest rank group's traffic to (from) other groups at its best
+ * contention-free rate, whichever is longer, over K_target = k N rounds (k_rounds = k N). The
+ * sums are whole bytes, exact in any order; a group without cross lanes (cap 0) adds no bound. */
+static double base_quantum(const double *ls, const double *lr, const double *dg, i64 N, i64 G, const double *cap_out,
+                           const double *cap_in, double max_rate, double k_rounds) {
+    double mx = 0.0;
+    for (i64 i = 0; i < N; i++) { if (ls[i] > mx) mx = ls[i]; if (lr[i] > mx) mx = lr[i]; }
+    double t_est = mx / max_rate;
+    for (i64 a = 0; a < G; a++) {
+        double so = 0.0, si = 0.0;
+        for (i64 d = 0; d < G; d++) if (d != a) { so += dg[a * G + d]; si += dg[d * G + a]; }
+        if (cap_out[a] > 0 && so / cap_out[a] > t_est) t_est = so / cap_out[a];
+        if (cap_in[a] > 0 && si / cap_in[a] > t_est) t_est = si / cap_in[a];
+    }
+    const double tau = t_est / k_rounds;
+    return tau > 1e-15 ? tau : 1e-15;
+}
+
 /* EVALUATE (Eqs. 9-10) of one bound channel (lane k: sb[k] -> db[k] at rate id rid[k]) on the
  * remaining demand: x_k = min(cap(rate), rem), utility = Σ x (x w when weighted) / (λ + max x / bw).
  * cap and 1 / bw per distinct rate, computed once per τ: the same values as per lane. */
@@ -518,10 +537,10 @@ static int by_key_desc(const void *x, const void *y) {
 
 /* Interface version of vp_plan (argument list and parameter slots); kernel.py refuses a build
  * whose version differs (a stale build from older sources), so it never calls with the wrong arguments. */
-#define VP_ABI 2
+#define VP_ABI 3
 VP_EXPORT i64 vp_abi(void) { return VP_ABI; }
 
-VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
+VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *gof,
             const i64 *restrict col_ptr, const i64 *restrict col_shape, const double *restrict col_val,
             const double *restrict col_rate, const double *restrict dense_val, const double *restrict dense_rate,
             const i64 *fam_off, const i64 *fam_rid, const double *rates_u,
@@ -538,7 +557,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
     const i64 rank_on = ip[I_RANKP_ON], dense = ip[I_DENSE], row_budget = ip[I_ROWBUDGET], R = ip[I_R];
     const i64 synth = ip[I_SYNTH], F = ip[I_F], nres = ip[I_NRES];
     const i64 power = ip[I_POWER], wscore = ip[I_WSCORE], K = ip[I_NNODES];
-    const double tau0 = dp[D_TAU0], coarse = dp[D_COARSE], max_rate = dp[D_MAXRATE];
+    const double coarse = dp[D_COARSE], max_rate = dp[D_MAXRATE];
     const double rp = dp[D_RANKP], pp = dp[D_PAIRP], lambda = dp[D_OVERHEAD], reuse_floor = dp[D_REUSEFLOOR];
     const double np_ = dp[D_NODEP];
     const i64 NN = N * N, GG = G * G;
@@ -574,6 +593,8 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
     for (i64 k = 0; k < NN; k++) left += rem[k];
     double *tro = calloc(K, sizeof(double)), *tri = calloc(K, sizeof(double));
     row_sums(rem, N, G, K, gof, node_of, ls, lr, dg, tro, tri);
+    if (!(dp[D_TAU0] > 0)) dp[D_TAU0] = base_quantum(ls, lr, dg, N, G, cap_out, cap_in, max_rate, dp[D_KROUNDS]);
+    const double tau0 = dp[D_TAU0];
     i64 A = 0;
     *status = 1;
     const int use_w = rank_on != 0;
