@@ -420,6 +420,19 @@ __attribute__((target("avx512f"))) static void dense_scores_avx512(double *restr
         }
         for (int u = 0; u < 8; u++) _mm512_storeu_pd(scores + j0 + 8 * u, a[u]);
     }
+    const int nb = (int)((J - j0) / 8);  /* the rest: up to 7 blocks of 8 in one pass */
+    if (nb > 0) {
+        __m512d a[7];
+        for (int u = 0; u < nb; u++) a[u] = _mm512_setzero_pd();
+        for (i64 t = 0; t < nk; t++) {
+            const i64 k = nzk[t];
+            const __m512d dk = _mm512_set1_pd(dsc[k]);
+            const double *row = dense_val + k * J + j0;
+            for (int u = 0; u < nb; u++) a[u] = _mm512_add_pd(a[u], _mm512_mul_pd(_mm512_loadu_pd(row + 8 * u), dk));
+        }
+        for (int u = 0; u < nb; u++) _mm512_storeu_pd(scores + j0 + 8 * u, a[u]);
+        j0 += 8 * nb;
+    }
     dense_tail(scores, dense_val, dsc, J, j0, nzk, nk);
 }
 #endif
@@ -435,6 +448,14 @@ static void dense_scores(double *restrict scores, const double *restrict dense_v
     if (avx2) { dense_scores_avx2(scores, dense_val, dsc, GG, J, nzk); return; }
 #endif
     dense_scores_base(scores, dense_val, dsc, GG, J, nzk);
+}
+
+/* the largest of x[0..7] (a maximum is the same in any order) */
+static inline double max8(const double *x) {
+    const double a = x[0] > x[1] ? x[0] : x[1], b = x[2] > x[3] ? x[2] : x[3];
+    const double c = x[4] > x[5] ? x[4] : x[5], d = x[6] > x[7] ? x[6] : x[7];
+    const double ab = a > b ? a : b, cd = c > d ? c : d;
+    return ab > cd ? ab : cd;
 }
 
 /* The largest entry of x (>= 0; 0 when empty): eight running maxima, since a maximum is the
@@ -784,6 +805,10 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
             i64 want = beam < J ? beam : J, cnt = 0;
             double thr = 0.0;  /* the last kept score once the list is full */
             for (i64 j = 0; j < J; j++) {
+                if (cnt == want && (j & 7) == 0 && j + 8 <= J && !(max8(scores + j) > thr)) {
+                    j += 7;  /* no score of these 8 beats the list's last: none would enter */
+                    continue;
+                }
                 const double sj = scores[j];
                 if (cnt == want && !(sj > thr)) continue;
                 i64 pos = cnt < want ? cnt : want - 1;
