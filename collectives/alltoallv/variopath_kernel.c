@@ -220,6 +220,82 @@ static void aa_sweep(i64 B, i64 N, i64 G, i64 g, i64 P, int g4c, const i64 *rfam
     aa_sweep_base(B, N, G, g, P, g4c, rfam, fam_rid, fam_in, groups, cred, credt, perms, v, rsrc, rdst);
 }
 
+/* The weights w, the credits h = min(q, bw) (x w) per distinct lane rate -- also transposed, so
+ * the AA's source side reads contiguous candidates -- and the weighted D̂ (fractional: summed in
+ * rank order, as the numpy path's np.add.at), row by row, each term a plain loop over j. Compiled
+ * twice (SSE2 and AVX-512 vectors: elementwise, so the same values) and chosen at run time. */
+#define VP_CREDIT_ROWS \
+for (i64 i = 0; i < N; i++) {  /* row by row, each term a plain loop over j (vectorizes) */ \
+    const double *ri = rem + i * N; \
+    double *wi = w + i * N; \
+    if (use_w) { \
+        const double pui = pu[i]; \
+        if (power > 1) \
+            for (i64 j = 0; j < N; j++) wi[j] = 1.0 + rp * (pui + pv[j]) / 2.0; \
+        else { \
+            const double den = 2.0 * mx; \
+            for (i64 j = 0; j < N; j++) wi[j] = 1.0 + rp * (pui + pv[j]) / den; \
+        } \
+        if (pp != 0.0) for (i64 j = 0; j < N; j++) wi[j] += pp * ri[j] / remmax; \
+        if (nodes_on) { \
+            const double *nr = nrow + node_of[i] * N; \
+            for (i64 j = 0; j < N; j++) wi[j] += nr[j]; \
+        } \
+        if (wsc) { \
+            double *dgwi = dgw + gof[i] * G; \
+            if (gcons) {  /* group d holds ranks d g ... d g + g - 1: one running sum per pair, same order */ \
+                for (i64 d = 0; d < G; d++) { \
+                    double acc = dgwi[d]; \
+                    for (i64 l = d * g; l < d * g + g; l++) acc += ri[l] * wi[l]; \
+                    dgwi[d] = acc; \
+                } \
+            } else { \
+                for (i64 j = 0; j < N; j++) dgwi[gof[j]] += ri[j] * wi[j]; \
+            } \
+        } \
+    } \
+    for (i64 rr = 0; rr < R; rr++) { \
+        const double bw = rates_u[rr]; \
+        double *cr = cred + rr * NN + i * N; \
+        if (use_w) \
+            for (i64 j = 0; j < N; j++) { const double qv = ri[j] * inv_tau; cr[j] = (qv < bw ? qv : bw) * wi[j]; } \
+        else \
+            for (i64 j = 0; j < N; j++) { const double qv = ri[j] * inv_tau; cr[j] = qv < bw ? qv : bw; } \
+        cr[i] = use_w ? FORBID * wi[i] : FORBID;  /* q_ii = FORBID < bw */ \
+        double *ct = credt + rr * NN + i; \
+        for (i64 j = 0; j < N; j++) ct[j * N] = cr[j]; \
+    } \
+}
+
+#define VP_CREDIT_ARGS i64 N, i64 G, i64 g, i64 R, int use_w, int wsc, int nodes_on, int gcons, i64 power, double rp, \
+    double pp, double mx, double remmax, double inv_tau, const double *restrict rem, const double *restrict pu, \
+    const double *restrict pv, const double *restrict nrow, const i64 *node_of, const i64 *gof, \
+    const double *rates_u, double *restrict w, double *restrict dgw, double *restrict cred, double *restrict credt
+
+static void credit_rows_base(VP_CREDIT_ARGS) {
+    const i64 NN = N * N;
+    VP_CREDIT_ROWS
+}
+
+#if defined(VP_HAVE_AVX512)
+__attribute__((target("avx512f"))) static void credit_rows_avx512(VP_CREDIT_ARGS) {
+    const i64 NN = N * N;
+    VP_CREDIT_ROWS
+}
+#endif
+
+static void credit_rows(VP_CREDIT_ARGS) {
+#if defined(VP_HAVE_AVX512)
+    if (cpu_has_avx512()) {
+        credit_rows_avx512(N, G, g, R, use_w, wsc, nodes_on, gcons, power, rp, pp, mx, remmax, inv_tau, rem, pu, pv, nrow,
+                           node_of, gof, rates_u, w, dgw, cred, credt);
+        return;
+    }
+#endif
+    credit_rows_base(N, G, g, R, use_w, wsc, nodes_on, gcons, power, rp, pp, mx, remmax, inv_tau, rem, pu, pv, nrow,
+                     node_of, gof, rates_u, w, dgw, cred, credt);
+}
+
 /* Eq. 6 scores are linear in D̂: subtract an activation's bytes per group pair from the shapes
  * with lanes on that pair. Bytes are whole numbers and shape entries small integers, so every
  * product and partial sum is an exact float64 integer (< 2^53): the kept scores equal a fresh
@@ -715,54 +791,13 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
                             if (a != b) nterm[a * K + b] = np_ * ((t_out[a] + t_in[b]) / (2.0 * t_max));
             }
         }
-        /* one pass for the weights w, the credits h = min(q, bw) (x w) per distinct lane rate -- also
-           transposed, so the AA's source side reads contiguous candidates -- and the weighted D̂
-           (fractional: summed in rank order, as the numpy path's np.add.at) */
+        /* the weights, the credits and the weighted D̂ (credit_rows) */
         if (wsc) for (i64 k = 0; k < GG; k++) dgw[k] = 0.0;
         if (nodes_on)  /* the node term of row i: nrow[node of i][j] (0 inside the node: adding it changes nothing) */
             for (i64 a = 0; a < K; a++)
                 for (i64 j = 0; j < N; j++) nrow[a * N + j] = node_of[j] != a ? nterm[a * K + node_of[j]] : 0.0;
-        for (i64 i = 0; i < N; i++) {  /* row by row, each term a plain loop over j (vectorizes) */
-            const double *ri = rem + i * N;
-            double *wi = w + i * N;
-            if (use_w) {
-                const double pui = pu[i];
-                if (power > 1)
-                    for (i64 j = 0; j < N; j++) wi[j] = 1.0 + rp * (pui + pv[j]) / 2.0;
-                else {
-                    const double den = 2.0 * mx;
-                    for (i64 j = 0; j < N; j++) wi[j] = 1.0 + rp * (pui + pv[j]) / den;
-                }
-                if (pp != 0.0) for (i64 j = 0; j < N; j++) wi[j] += pp * ri[j] / remmax;
-                if (nodes_on) {
-                    const double *nr = nrow + node_of[i] * N;
-                    for (i64 j = 0; j < N; j++) wi[j] += nr[j];
-                }
-                if (wsc) {
-                    double *dgwi = dgw + gof[i] * G;
-                    if (gcons) {  /* group d holds ranks d g ... d g + g - 1: one running sum per pair, same order */
-                        for (i64 d = 0; d < G; d++) {
-                            double acc = dgwi[d];
-                            for (i64 l = d * g; l < d * g + g; l++) acc += ri[l] * wi[l];
-                            dgwi[d] = acc;
-                        }
-                    } else {
-                        for (i64 j = 0; j < N; j++) dgwi[gof[j]] += ri[j] * wi[j];
-                    }
-                }
-            }
-            for (i64 rr = 0; rr < R; rr++) {
-                const double bw = rates_u[rr];
-                double *cr = cred + rr * NN + i * N;
-                if (use_w)
-                    for (i64 j = 0; j < N; j++) { const double qv = ri[j] * inv_tau; cr[j] = (qv < bw ? qv : bw) * wi[j]; }
-                else
-                    for (i64 j = 0; j < N; j++) { const double qv = ri[j] * inv_tau; cr[j] = qv < bw ? qv : bw; }
-                cr[i] = use_w ? FORBID * wi[i] : FORBID;  /* q_ii = FORBID < bw */
-                double *ct = credt + rr * NN + i;
-                for (i64 j = 0; j < N; j++) ct[j * N] = cr[j];
-            }
-        }
+        credit_rows(N, G, g, R, use_w, wsc, nodes_on, gcons, power, rp, pp, mx, remmax, inv_tau, rem, pu, pv, nrow, node_of,
+                    gof, rates_u, w, dgw, cred, credt);
         /* -- shape scores (Eq. 6, or capped) and the beam -- */
         /* sparse shapes by group pair (column k lists the shapes with lanes on pair k): O(nnz),
            and consecutive updates hit different shapes, so they pipeline; every score still sums
