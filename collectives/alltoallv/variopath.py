@@ -619,7 +619,7 @@ class VarioPathPlanner:
         from the demand (quantum_s's value) on its first call."""
         ip, dp = self._kernel_params(0.0)
         bound = self._bound_kernel(kernel, ip)
-        fam_all = self._kernel[1]["fam_all"]
+        fam_all, synth = self._kernel[1]["fam_all"], self._kernel[1]["synth"]
         F = len(fam_all)
         while True:
             if len(raw) > guard:
@@ -627,10 +627,13 @@ class VarioPathPlanner:
             n, status = bound(dp, rem)
             if n:  # one copy per block of the bound buffers, kept as one 2-D entry
                 out_fam = bound.out_fam[:n]
-                fams = fam_all[np.minimum(out_fam, F - 1)]
-                syn = out_fam == F  # synthesized online: its instances come back in out_inst
-                if syn.any():
-                    fams[syn] = bound.out_inst[:n][syn]
+                if not synth:
+                    fams = fam_all[out_fam]
+                else:
+                    fams = fam_all[np.minimum(out_fam, F - 1)]
+                    syn = out_fam == F  # synthesized online: its instances come back in out_inst
+                    if syn.any():
+                        fams[syn] = bound.out_inst[:n][syn]
                 raw.append((bound.out_x[:n].copy(), bound.out_src[:n].copy(), bound.out_dst[:n].copy(), fams))
             if status == 1:
                 return float(dp[0])

@@ -159,6 +159,9 @@ for (i64 b = 0; b < B; b++) { \
             const i64 k = a * g; \
             pi_ = BP4(ct + rid[k] * NN + db[k] * N, ct + rid[k + 1] * NN + db[k + 1] * N, \
                              ct + rid[k + 2] * NN + db[k + 2] * N, ct + rid[k + 3] * NN + db[k + 3] * N); \
+            const i64 *pm = perms + pi_ * 4, base = groups[k];  /* group a = ranks base ... base + 3 */ \
+            sb[k] = base + pm[0]; sb[k + 1] = base + pm[1]; sb[k + 2] = base + pm[2]; sb[k + 3] = base + pm[3]; \
+            continue; \
         } else { \
             for (i64 l = 0; l < g; l++) { \
                 i64 k = a * g + l, j = db[k]; \
@@ -177,6 +180,9 @@ for (i64 b = 0; b < B; b++) { \
             const double *cg = cred + groups[d * g]; \
             pi_ = BP4(cg + rid[ind[0]] * NN + sb[ind[0]] * N, cg + rid[ind[1]] * NN + sb[ind[1]] * N, \
                              cg + rid[ind[2]] * NN + sb[ind[2]] * N, cg + rid[ind[3]] * NN + sb[ind[3]] * N); \
+            const i64 *pm = perms + pi_ * 4, base = groups[d * 4]; \
+            db[ind[0]] = base + pm[0]; db[ind[1]] = base + pm[1]; db[ind[2]] = base + pm[2]; db[ind[3]] = base + pm[3]; \
+            continue; \
         } else { \
             for (i64 l = 0; l < g; l++) { \
                 i64 kk = ind[l]; \
@@ -624,6 +630,45 @@ static inline double channel_utility(const i64 *sb, const i64 *db, const i64 *ri
     return useful / (lambda + dur + 1e-300);
 }
 
+/* The best channel of the pool rows prow[0 .. npool-1] by EVALUATE: the index of the first one
+ * with the largest utility (-1 when npool = 0), its utility in *best. Two rows at a time: each
+ * row's bytes are still summed lane by lane in order (the same value as channel_utility), but the
+ * two rows' additions overlap instead of waiting on each other. */
+static i64 best_channel(const i64 *prow, i64 npool, const i64 *rsrc, const i64 *rdst, const i64 *rfam,
+                        const i64 *fam_rid, const double *rem, const double *w, int wsel, const double *capr,
+                        const double *invr, i64 N, double lambda, double *best) {
+    i64 h = -1;
+    double hu = 0.0;
+    i64 b = 0;
+    for (; b + 2 <= npool; b += 2) {
+        const i64 r0 = prow[b], r1 = prow[b + 1];
+        const i64 *s0 = rsrc + r0 * N, *d0 = rdst + r0 * N, *i0 = fam_rid + rfam[r0] * N;
+        const i64 *s1 = rsrc + r1 * N, *d1 = rdst + r1 * N, *i1 = fam_rid + rfam[r1] * N;
+        double use0 = 0.0, use1 = 0.0, dur0 = 0.0, dur1 = 0.0;
+        for (i64 k = 0; k < N; k++) {
+            const i64 o0 = s0[k] * N + d0[k], o1 = s1[k] * N + d1[k];
+            const double rr0 = rem[o0], c0 = capr[i0[k]], rr1 = rem[o1], c1 = capr[i1[k]];
+            const double x0 = c0 < rr0 ? c0 : rr0, x1 = c1 < rr1 ? c1 : rr1;
+            use0 += wsel ? x0 * w[o0] : x0;
+            use1 += wsel ? x1 * w[o1] : x1;
+            const double t0 = x0 * invr[i0[k]], t1 = x1 * invr[i1[k]];
+            if (t0 > dur0) dur0 = t0;
+            if (t1 > dur1) dur1 = t1;
+        }
+        const double u0 = use0 / (lambda + dur0 + 1e-300), u1 = use1 / (lambda + dur1 + 1e-300);
+        if (h < 0 || u0 > hu) { hu = u0; h = b; }
+        if (u1 > hu) { hu = u1; h = b + 1; }
+    }
+    for (; b < npool; b++) {
+        const i64 row = prow[b];
+        const double u = channel_utility(rsrc + row * N, rdst + row * N, fam_rid + rfam[row] * N, rem, w, wsel, capr,
+                                         invr, N, lambda);
+        if (h < 0 || u > hu) { hu = u; h = b; }
+    }
+    *best = hu;
+    return h;
+}
+
 static const double *sort_key;
 static int by_key_desc(const void *x, const void *y) {
     const i64 a = *(const i64 *)x, b = *(const i64 *)y;
@@ -711,14 +756,8 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
         /* -- reuse: re-EVALUATE the last AA's channels on the new remaining demand (the pool
               rows, their w and per-rate caps are those of that AA run, unchanged since) -- */
         if (reuse_left > 0 && npool > 0) {
-            i64 h = -1;
-            double hu = 0.0;
-            for (i64 b = 0; b < npool; b++) {
-                const i64 row = prow[b];
-                const double u = channel_utility(rsrc + row * N, rdst + row * N, fam_rid + rfam[row] * N, rem, w,
-                                                 wsel, capr, invr, N, lambda);
-                if (h < 0 || u > hu) { hu = u; h = b; }
-            }
+            double hu;
+            const i64 h = best_channel(prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, N, lambda, &hu);
             if (h >= 0 && hu > 0 && hu >= reuse_floor * util0) {
                 reuse_left--;
                 const i64 row = prow[h];
@@ -958,16 +997,9 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
             invr[ri] = 1.0 / rates_u[ri];
         }
         npool = 0;
-        i64 h = -1;
-        double hu = 0.0;
-        for (i64 b = 0; b < B; b++) {
-            if (!(f[b] >= 0)) continue;
-            const double u = channel_utility(rsrc + b * N, rdst + b * N, fam_rid + rfam[b] * N, rem, w, wsel,
-                                             capr, invr, N, lambda);
-            prow[npool] = b;
-            if (h < 0 || u > hu) { hu = u; h = npool; }
-            npool++;
-        }
+        for (i64 b = 0; b < B; b++) if (f[b] >= 0) prow[npool++] = b;
+        double hu;
+        const i64 h = best_channel(prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, N, lambda, &hu);
         if (h < 0 || !(hu > 0)) { npool = 0; *status = 0; break; }
         util0 = hu;
         reuse_left = reuse - 1;
