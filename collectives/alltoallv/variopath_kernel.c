@@ -679,7 +679,7 @@ static int by_key_desc(const void *x, const void *y) {
 
 /* Interface version of vp_plan (argument list and parameter slots); kernel.py refuses a build
  * whose version differs (a stale build from older sources), so it never calls with the wrong arguments. */
-#define VP_ABI 3
+#define VP_ABI 4
 VP_EXPORT i64 vp_abi(void) { return VP_ABI; }
 
 VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *gof,
@@ -1045,6 +1045,22 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
     free(rsrc); free(rdst); free(rfam); free(f); free(fbest); free(v);
     free(prow); free(capr); free(invr); free(flr); free(dpair); free(touched); free(touched_k);
     return A;
+}
+
+/* vp_plan with its 41 arguments packed in one array of pointers (kernel.py fills it once per
+ * binding and changes only dp and rem between calls): one argument for ctypes to convert instead of 41. */
+VP_EXPORT i64 vp_plan_packed(void *const *a) {
+    return vp_plan((const i64 *)a[0], (double *)a[1], (const i64 *)a[2], (const i64 *)a[3],
+                   (const i64 *)a[4], (const i64 *)a[5], (const double *)a[6], (const double *)a[7],
+                   (const double *)a[8], (const double *)a[9], (const i64 *)a[10], (const i64 *)a[11],
+                   (const double *)a[12], (const double *)a[13], (const i64 *)a[14], (const i64 *)a[15],
+                   (const i64 *)a[16], (const i64 *)a[17], (const double *)a[18], (const double *)a[19],
+                   (const i64 *)a[20], (const i64 *)a[21], (const i64 *)a[22], (const i64 *)a[23],
+                   (const i64 *)a[24], (const double *)a[25], (const i64 *)a[26], (const i64 *)a[27],
+                   (const double *)a[28], (const double *)a[29], (double *)a[30], (i64 *)a[31],
+                   (i64 *)a[32], (i64 *)a[33], (i64 *)a[34], (double *)a[35],
+                   (double *)a[36], (i64 *)a[37], (i64 *)a[38], (i64 *)a[39],
+                   (i64 *)a[40]);
 }
 
 /* The extension module stub: no Python-level functions. Importing
