@@ -204,6 +204,52 @@ static void aa_sweep_base(i64 B, i64 N, i64 G, i64 g, i64 P, int g4c, const i64 
 }
 
 #if defined(VP_HAVE_AVX512)
+/* groups of 4 consecutive ranks (g4c), AVX-512: two rows at a time, their assignments
+ * interleaved group by group -- the rows are independent, so each gets the values it would get
+ * alone, and one row's solver latency overlaps the other's */
+#define VP_SRC4(sb, db, rid, a) do { \
+    const double *ct = credt + groups[(a) * 4]; \
+    const i64 k = (a) * 4; \
+    const i64 *pm = perms + 4 * best_perm4_avx512(ct + rid[k] * NN + db[k] * N, ct + rid[k + 1] * NN + db[k + 1] * N, \
+                                                  ct + rid[k + 2] * NN + db[k + 2] * N, ct + rid[k + 3] * NN + db[k + 3] * N); \
+    const i64 base = groups[k]; \
+    sb[k] = base + pm[0]; sb[k + 1] = base + pm[1]; sb[k + 2] = base + pm[2]; sb[k + 3] = base + pm[3]; \
+} while (0)
+#define VP_DST4(sb, db, rid, in, d) do { \
+    const i64 *ind = (in) + (d) * 4; \
+    const double *cg = cred + groups[(d) * 4]; \
+    const i64 *pm = perms + 4 * best_perm4_avx512(cg + rid[ind[0]] * NN + sb[ind[0]] * N, \
+                                                  cg + rid[ind[1]] * NN + sb[ind[1]] * N, \
+                                                  cg + rid[ind[2]] * NN + sb[ind[2]] * N, \
+                                                  cg + rid[ind[3]] * NN + sb[ind[3]] * N); \
+    const i64 base = groups[(d) * 4]; \
+    db[ind[0]] = base + pm[0]; db[ind[1]] = base + pm[1]; db[ind[2]] = base + pm[2]; db[ind[3]] = base + pm[3]; \
+} while (0)
+
+__attribute__((target("avx512f"))) static void aa_sweep_g4_avx512(i64 B, i64 N, i64 G, const i64 *rfam,
+                                                                  const i64 *fam_rid, const i64 *fam_in,
+                                                                  const i64 *groups, const double *cred,
+                                                                  const double *credt, const i64 *perms, i64 *rsrc,
+                                                                  i64 *rdst) {
+    const i64 NN = N * N;
+    i64 b = 0;
+    for (; b + 2 <= B; b += 2) {
+        const i64 *rid0 = fam_rid + rfam[b] * N, *in0 = fam_in + rfam[b] * N;
+        const i64 *rid1 = fam_rid + rfam[b + 1] * N, *in1 = fam_in + rfam[b + 1] * N;
+        i64 *sb0 = rsrc + b * N, *db0 = rdst + b * N, *sb1 = rsrc + (b + 1) * N, *db1 = rdst + (b + 1) * N;
+        for (i64 a = 0; a < G; a++) { VP_SRC4(sb0, db0, rid0, a); VP_SRC4(sb1, db1, rid1, a); }
+        for (i64 d = 0; d < G; d++) { VP_DST4(sb0, db0, rid0, in0, d); VP_DST4(sb1, db1, rid1, in1, d); }
+    }
+    for (; b < B; b++) {
+        const i64 *rid = fam_rid + rfam[b] * N, *in = fam_in + rfam[b] * N;
+        i64 *sb = rsrc + b * N, *db = rdst + b * N;
+        for (i64 a = 0; a < G; a++) VP_SRC4(sb, db, rid, a);
+        for (i64 d = 0; d < G; d++) VP_DST4(sb, db, rid, in, d);
+    }
+}
+#undef VP_SRC4
+#undef VP_DST4
+
 __attribute__((target("avx512f"))) static void aa_sweep_avx512(i64 B, i64 N, i64 G, i64 g, i64 P, int g4c,
                                                                const i64 *rfam, const i64 *fam_rid, const i64 *fam_in,
                                                                const i64 *groups, const double *cred,
@@ -219,7 +265,10 @@ static void aa_sweep(i64 B, i64 N, i64 G, i64 g, i64 P, int g4c, const i64 *rfam
                      double *v, i64 *rsrc, i64 *rdst) {
 #if defined(VP_HAVE_AVX512)
     if (cpu_has_avx512()) {
-        aa_sweep_avx512(B, N, G, g, P, g4c, rfam, fam_rid, fam_in, groups, cred, credt, perms, v, rsrc, rdst);
+        if (g4c)
+            aa_sweep_g4_avx512(B, N, G, rfam, fam_rid, fam_in, groups, cred, credt, perms, rsrc, rdst);
+        else
+            aa_sweep_avx512(B, N, G, g, P, g4c, rfam, fam_rid, fam_in, groups, cred, credt, perms, v, rsrc, rdst);
         return;
     }
 #endif
