@@ -174,6 +174,7 @@ class VarioPathPlanner:
         self.cand_src = self.groups[np.arange(N) // g]  # lane k of every family leaves group k // g
         self._kernel = None  # (Kernel, flat catalog arrays), built on the first plan
         self._bound: dict[bytes, BoundKernel] = {}  # explicit keyed cache: ip bytes -> checked binding
+        self._call = None  # (KERNEL_BLOCK, binding, float parameters) of the plans' kernel calls
         self._paths: dict = {}  # explicit keyed cache: (src, dst, instance) -> PathOption (emission)
         self.max_rate_Bps = topology.max_rate_Bps()
         self._pool = None
@@ -617,8 +618,10 @@ class VarioPathPlanner:
     def _decompose_kernel(self, kernel: Kernel, rem: np.ndarray, raw: list, guard: int) -> float:
         """Drains ``rem`` with the compiled loop into ``raw``; returns τ0, which the loop computes
         from the demand (quantum_s's value) on its first call."""
-        ip, dp = self._kernel_params(0.0)
-        bound = self._bound_kernel(kernel, ip)
+        if self._call is None or self._call[0] != self.KERNEL_BLOCK:  # once per planner (and buffer size)
+            ip, dp = self._kernel_params(0.0)
+            self._call = (self.KERNEL_BLOCK, self._bound_kernel(kernel, ip), dp)
+        bound, dp = self._call[1], self._call[2].copy()  # τ0 = 0: the loop computes it and writes it here
         fam_all, synth = self._kernel[1]["fam_all"], self._kernel[1]["synth"]
         F = len(fam_all)
         while True:
