@@ -93,10 +93,15 @@ static i64 best_perm4(const double *r0, const double *r1, const double *r2, cons
 #if defined(__GNUC__) && defined(__x86_64__) && defined(__SSE2__)
 #define VP_HAVE_AVX512 1
 #include <immintrin.h>
+/* -DVP_NO_AVX512 / -DVP_NO_AVX2 keep a build on the narrower paths (to check that they plan the same) */
 static int cpu_has_avx512(void) {
+#if defined(VP_NO_AVX512)
+    return 0;
+#else
     static int has = -1;
     if (has < 0) has = __builtin_cpu_supports("avx512f") ? 1 : 0;
     return has;
+#endif
 }
 
 /* best_perm4 with the 24 sums in three 8-lane vectors: lane u of vector q is permutation 8q + u
@@ -465,106 +470,64 @@ static void dense_tail(double *scores, const double *dense_val, const double *ds
     }
 }
 
-#if defined(__SSE2__)
-/* 16 shapes per block in 8 two-lane accumulators */
-static void dense_scores_base(double *restrict scores, const double *restrict dense_val, const double *restrict dsc,
-                              i64 GG, i64 J, i64 *restrict nzk) {
-    const i64 nk = nonzero_pairs(dsc, GG, nzk);
-    i64 j0 = 0;
-    for (; j0 + 16 <= J; j0 += 16) {
-        __m128d a0 = _mm_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-        for (i64 t = 0; t < nk; t++) {
-            const i64 k = nzk[t];
-            const __m128d dk = _mm_set1_pd(dsc[k]);
-            const double *row = dense_val + k * J + j0;
-            a0 = _mm_add_pd(a0, _mm_mul_pd(_mm_loadu_pd(row), dk));
-            a1 = _mm_add_pd(a1, _mm_mul_pd(_mm_loadu_pd(row + 2), dk));
-            a2 = _mm_add_pd(a2, _mm_mul_pd(_mm_loadu_pd(row + 4), dk));
-            a3 = _mm_add_pd(a3, _mm_mul_pd(_mm_loadu_pd(row + 6), dk));
-            a4 = _mm_add_pd(a4, _mm_mul_pd(_mm_loadu_pd(row + 8), dk));
-            a5 = _mm_add_pd(a5, _mm_mul_pd(_mm_loadu_pd(row + 10), dk));
-            a6 = _mm_add_pd(a6, _mm_mul_pd(_mm_loadu_pd(row + 12), dk));
-            a7 = _mm_add_pd(a7, _mm_mul_pd(_mm_loadu_pd(row + 14), dk));
-        }
-        double *s = scores + j0;
-        _mm_storeu_pd(s, a0); _mm_storeu_pd(s + 2, a1); _mm_storeu_pd(s + 4, a2); _mm_storeu_pd(s + 6, a3);
-        _mm_storeu_pd(s + 8, a4); _mm_storeu_pd(s + 10, a5); _mm_storeu_pd(s + 12, a6); _mm_storeu_pd(s + 14, a7);
-    }
+/* The blocked loop for vectors of L doubles (type VT and its intrinsics): blocks of 8 L shapes in
+ * 8 independent accumulators, then up to 7 blocks of L in one pass, then dense_tail. */
+#define VP_DENSE_SCORES(VT, L, ZERO, SET1, LOAD, MUL, ADD, STORE)                                      \
+    const i64 nk = nonzero_pairs(dsc, GG, nzk);                                                      \
+    i64 j0 = 0;                                                                                      \
+    for (; j0 + 8 * (L) <= J; j0 += 8 * (L)) {                                                       \
+        VT a[8];                                                                                     \
+        for (int u = 0; u < 8; u++) a[u] = ZERO();                                                   \
+        for (i64 t = 0; t < nk; t++) {                                                               \
+            const VT dk = SET1(dsc[nzk[t]]);                                                         \
+            const double *row = dense_val + nzk[t] * J + j0;                                         \
+            for (int u = 0; u < 8; u++) a[u] = ADD(a[u], MUL(LOAD(row + (L) * u), dk));              \
+        }                                                                                            \
+        for (int u = 0; u < 8; u++) STORE(scores + j0 + (L) * u, a[u]);                              \
+    }                                                                                                \
+    const int nb = (int)((J - j0) / (L));                                                            \
+    if (nb > 0) {                                                                                    \
+        VT a[7];                                                                                     \
+        for (int u = 0; u < nb; u++) a[u] = ZERO();                                                  \
+        for (i64 t = 0; t < nk; t++) {                                                               \
+            const VT dk = SET1(dsc[nzk[t]]);                                                         \
+            const double *row = dense_val + nzk[t] * J + j0;                                         \
+            for (int u = 0; u < nb; u++) a[u] = ADD(a[u], MUL(LOAD(row + (L) * u), dk));             \
+        }                                                                                            \
+        for (int u = 0; u < nb; u++) STORE(scores + j0 + (L) * u, a[u]);                             \
+        j0 += (L) * nb;                                                                              \
+    }                                                                                                \
     dense_tail(scores, dense_val, dsc, J, j0, nzk, nk);
-}
-#else
+
 static void dense_scores_base(double *restrict scores, const double *restrict dense_val, const double *restrict dsc,
                               i64 GG, i64 J, i64 *restrict nzk) {
+#if defined(__SSE2__)
+    VP_DENSE_SCORES(__m128d, 2, _mm_setzero_pd, _mm_set1_pd, _mm_loadu_pd, _mm_mul_pd, _mm_add_pd, _mm_storeu_pd)
+#else
     dense_tail(scores, dense_val, dsc, J, 0, nzk, nonzero_pairs(dsc, GG, nzk));
-}
 #endif
+}
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
-/* 32 shapes per block in 8 four-lane accumulators, compiled for AVX2 and chosen at run time where
- * the CPU has it: the build stays runnable on any x86-64 (no -march). Mul and add stay separate
- * instructions (the target does not enable FMA), so every value equals the scalar loop's. */
+/* The same loop compiled for AVX2 and AVX-512F, chosen at run time where the CPU has them: the
+ * build stays runnable on any x86-64 (no -march). Mul and add stay separate instructions (the
+ * targets do not enable FMA), so every value equals the scalar loop's. */
 __attribute__((target("avx2"))) static void dense_scores_avx2(double *restrict scores, const double *restrict dense_val,
                                                               const double *restrict dsc, i64 GG, i64 J,
                                                               i64 *restrict nzk) {
-    const i64 nk = nonzero_pairs(dsc, GG, nzk);
-    i64 j0 = 0;
-    for (; j0 + 32 <= J; j0 += 32) {
-        __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-        for (i64 t = 0; t < nk; t++) {
-            const i64 k = nzk[t];
-            const __m256d dk = _mm256_set1_pd(dsc[k]);
-            const double *row = dense_val + k * J + j0;
-            a0 = _mm256_add_pd(a0, _mm256_mul_pd(_mm256_loadu_pd(row), dk));
-            a1 = _mm256_add_pd(a1, _mm256_mul_pd(_mm256_loadu_pd(row + 4), dk));
-            a2 = _mm256_add_pd(a2, _mm256_mul_pd(_mm256_loadu_pd(row + 8), dk));
-            a3 = _mm256_add_pd(a3, _mm256_mul_pd(_mm256_loadu_pd(row + 12), dk));
-            a4 = _mm256_add_pd(a4, _mm256_mul_pd(_mm256_loadu_pd(row + 16), dk));
-            a5 = _mm256_add_pd(a5, _mm256_mul_pd(_mm256_loadu_pd(row + 20), dk));
-            a6 = _mm256_add_pd(a6, _mm256_mul_pd(_mm256_loadu_pd(row + 24), dk));
-            a7 = _mm256_add_pd(a7, _mm256_mul_pd(_mm256_loadu_pd(row + 28), dk));
-        }
-        double *s = scores + j0;
-        _mm256_storeu_pd(s, a0); _mm256_storeu_pd(s + 4, a1); _mm256_storeu_pd(s + 8, a2); _mm256_storeu_pd(s + 12, a3);
-        _mm256_storeu_pd(s + 16, a4); _mm256_storeu_pd(s + 20, a5); _mm256_storeu_pd(s + 24, a6); _mm256_storeu_pd(s + 28, a7);
-    }
-    dense_tail(scores, dense_val, dsc, J, j0, nzk, nk);
+    VP_DENSE_SCORES(__m256d, 4, _mm256_setzero_pd, _mm256_set1_pd, _mm256_loadu_pd, _mm256_mul_pd, _mm256_add_pd,
+                    _mm256_storeu_pd)
 }
 #endif
 
 #if defined(VP_HAVE_AVX512)
-/* 64 shapes per block in 8 eight-lane accumulators (AVX-512F, chosen at run time; no FMA) */
 __attribute__((target("avx512f"))) static void dense_scores_avx512(double *restrict scores,
                                                                    const double *restrict dense_val,
                                                                    const double *restrict dsc, i64 GG, i64 J,
                                                                    i64 *restrict nzk) {
-    const i64 nk = nonzero_pairs(dsc, GG, nzk);
-    i64 j0 = 0;
-    for (; j0 + 64 <= J; j0 += 64) {
-        __m512d a[8];
-        for (int u = 0; u < 8; u++) a[u] = _mm512_setzero_pd();
-        for (i64 t = 0; t < nk; t++) {
-            const i64 k = nzk[t];
-            const __m512d dk = _mm512_set1_pd(dsc[k]);
-            const double *row = dense_val + k * J + j0;
-            for (int u = 0; u < 8; u++) a[u] = _mm512_add_pd(a[u], _mm512_mul_pd(_mm512_loadu_pd(row + 8 * u), dk));
-        }
-        for (int u = 0; u < 8; u++) _mm512_storeu_pd(scores + j0 + 8 * u, a[u]);
-    }
-    const int nb = (int)((J - j0) / 8);  /* the rest: up to 7 blocks of 8 in one pass */
-    if (nb > 0) {
-        __m512d a[7];
-        for (int u = 0; u < nb; u++) a[u] = _mm512_setzero_pd();
-        for (i64 t = 0; t < nk; t++) {
-            const i64 k = nzk[t];
-            const __m512d dk = _mm512_set1_pd(dsc[k]);
-            const double *row = dense_val + k * J + j0;
-            for (int u = 0; u < nb; u++) a[u] = _mm512_add_pd(a[u], _mm512_mul_pd(_mm512_loadu_pd(row + 8 * u), dk));
-        }
-        for (int u = 0; u < nb; u++) _mm512_storeu_pd(scores + j0 + 8 * u, a[u]);
-        j0 += 8 * nb;
-    }
-    dense_tail(scores, dense_val, dsc, J, j0, nzk, nk);
+    VP_DENSE_SCORES(__m512d, 8, _mm512_setzero_pd, _mm512_set1_pd, _mm512_loadu_pd, _mm512_mul_pd, _mm512_add_pd,
+                    _mm512_storeu_pd)
 }
 #endif
 
@@ -573,7 +536,7 @@ static void dense_scores(double *restrict scores, const double *restrict dense_v
 #if defined(VP_HAVE_AVX512)
     if (cpu_has_avx512()) { dense_scores_avx512(scores, dense_val, dsc, GG, J, nzk); return; }
 #endif
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(VP_NO_AVX2)
     static int avx2 = -1;
     if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
     if (avx2) { dense_scores_avx2(scores, dense_val, dsc, GG, J, nzk); return; }
