@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 MODULE = "collectives.alltoallv._variopath_kernel"
-ABI = 4  # VP_ABI of variopath_kernel.c: the argument list below
-I64, F64 = np.dtype(np.int64), np.dtype(np.float64)
+ABI = 5  # VP_ABI of variopath_kernel.c: the argument list below
+I64, F64, F32 = np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.float32)
 _LOADED: dict[str, object] = {}  # explicit keyed cache: module name -> Kernel (or None: not built)
 
 # Integer and float parameter slots, in the order of the I_* and D_* enums of variopath_kernel.c.
@@ -92,7 +92,7 @@ def catalog_sizes(ip: dict[str, int], arrays: dict[str, np.ndarray]) -> dict[str
     rows = (F + 1) * N  # one extra row: the synthesized family
     return {"groups": (I64, N, True), "gof": (I64, N, True), "col_ptr": (I64, GG + 1, True),
             "col_shape": (I64, nnz, True), "col_val": (F64, nnz, True), "col_rate": (F64, nnz, True),
-            "dense_val": (F64, dense, True), "dense_rate": (F64, dense, True), "fam_off": (I64, J + 1, True),
+            "dense_val": (F32, dense, True), "dense_rate": (F64, dense, True), "fam_off": (I64, J + 1, True),
             "fam_rid": (I64, rows, True), "rates_u": (F64, ip["R"], True), "fam_rate": (F64, rows, True),
             "fam_in": (I64, rows, True), "start_src": (I64, F * ip["S"] * N, True),
             "start_dst": (I64, F * ip["S"] * N, True), "perms": (I64, ip["P"] * g, True),

@@ -554,7 +554,11 @@ class VarioPathPlanner:
         arr["fam_rid"] = np.searchsorted(arr["rates_u"], arr["fam_rate"])
         arr.update(self._synth_arrays(arr["rates_u"]))
         dense, n_res = arr.pop("dense"), arr.pop("n_res")
+        dense_val = arr.pop("dense_val")
         arr = {k: np.ascontiguousarray(v, dtype=np.float64 if v.dtype.kind == "f" else np.int64) for k, v in arr.items()}
+        # lane counts M_ad (whole numbers <= N): float32 holds them exactly, in half the bytes the scores read
+        arr["dense_val"] = np.ascontiguousarray(dense_val, dtype=np.float32)
+        assert (arr["dense_val"] == dense_val).all()
         arr["dense"], arr["n_res"] = dense, n_res
         arr["synth"] = int(p.synth_min_groups > 0 and self.G >= p.synth_min_groups)
         arr["max_rows"] = max(S * sum(sizes[:p.shape_beam]), 1) + S * arr["synth"]

@@ -453,19 +453,20 @@ static i64 nonzero_pairs(const double *dsc, i64 GG, i64 *nzk) {
 }
 
 /* shapes j0 .. J-1 (the tail of a blocked loop): four at a time, then one at a time */
-static void dense_tail(double *scores, const double *dense_val, const double *dsc, i64 J, i64 j0,
+static void dense_tail(double *scores, const float *dense_val, const double *dsc, i64 J, i64 j0,
                        const i64 *nzk, i64 nk) {
     for (; j0 + 4 <= J; j0 += 4) {
         double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
         for (i64 t = 0; t < nk; t++) {
-            const double dk = dsc[nzk[t]], *row = dense_val + nzk[t] * J + j0;
-            a0 += row[0] * dk; a1 += row[1] * dk; a2 += row[2] * dk; a3 += row[3] * dk;
+            const double dk = dsc[nzk[t]];
+            const float *row = dense_val + nzk[t] * J + j0;
+            a0 += (double)row[0] * dk; a1 += (double)row[1] * dk; a2 += (double)row[2] * dk; a3 += (double)row[3] * dk;
         }
         scores[j0] = a0; scores[j0 + 1] = a1; scores[j0 + 2] = a2; scores[j0 + 3] = a3;
     }
     for (; j0 < J; j0++) {
         double acc = 0.0;
-        for (i64 t = 0; t < nk; t++) acc += dense_val[nzk[t] * J + j0] * dsc[nzk[t]];
+        for (i64 t = 0; t < nk; t++) acc += (double)dense_val[nzk[t] * J + j0] * dsc[nzk[t]];
         scores[j0] = acc;
     }
 }
@@ -480,7 +481,7 @@ static void dense_tail(double *scores, const double *dense_val, const double *ds
         for (int u = 0; u < 8; u++) a[u] = ZERO();                                                   \
         for (i64 t = 0; t < nk; t++) {                                                               \
             const VT dk = SET1(dsc[nzk[t]]);                                                         \
-            const double *row = dense_val + nzk[t] * J + j0;                                         \
+            const float *row = dense_val + nzk[t] * J + j0;                                          \
             for (int u = 0; u < 8; u++) a[u] = ADD(a[u], MUL(LOAD(row + (L) * u), dk));              \
         }                                                                                            \
         for (int u = 0; u < 8; u++) STORE(scores + j0 + (L) * u, a[u]);                              \
@@ -491,7 +492,7 @@ static void dense_tail(double *scores, const double *dense_val, const double *ds
         for (int u = 0; u < nb; u++) a[u] = ZERO();                                                  \
         for (i64 t = 0; t < nk; t++) {                                                               \
             const VT dk = SET1(dsc[nzk[t]]);                                                         \
-            const double *row = dense_val + nzk[t] * J + j0;                                         \
+            const float *row = dense_val + nzk[t] * J + j0;                                          \
             for (int u = 0; u < nb; u++) a[u] = ADD(a[u], MUL(LOAD(row + (L) * u), dk));             \
         }                                                                                            \
         for (int u = 0; u < nb; u++) STORE(scores + j0 + (L) * u, a[u]);                             \
@@ -499,10 +500,15 @@ static void dense_tail(double *scores, const double *dense_val, const double *ds
     }                                                                                                \
     dense_tail(scores, dense_val, dsc, J, j0, nzk, nk);
 
-static void dense_scores_base(double *restrict scores, const double *restrict dense_val, const double *restrict dsc,
+#if defined(__SSE2__)
+/* the shape entries are float32 (small whole numbers: exact), widened to float64 as they load */
+static inline __m128d vp_load2f(const float *p) { return _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)p))); }
+#endif
+
+static void dense_scores_base(double *restrict scores, const float *restrict dense_val, const double *restrict dsc,
                               i64 GG, i64 J, i64 *restrict nzk) {
 #if defined(__SSE2__)
-    VP_DENSE_SCORES(__m128d, 2, _mm_setzero_pd, _mm_set1_pd, _mm_loadu_pd, _mm_mul_pd, _mm_add_pd, _mm_storeu_pd)
+    VP_DENSE_SCORES(__m128d, 2, _mm_setzero_pd, _mm_set1_pd, vp_load2f, _mm_mul_pd, _mm_add_pd, _mm_storeu_pd)
 #else
     dense_tail(scores, dense_val, dsc, J, 0, nzk, nonzero_pairs(dsc, GG, nzk));
 #endif
@@ -513,25 +519,27 @@ static void dense_scores_base(double *restrict scores, const double *restrict de
 /* The same loop compiled for AVX2 and AVX-512F, chosen at run time where the CPU has them: the
  * build stays runnable on any x86-64 (no -march). Mul and add stay separate instructions (the
  * targets do not enable FMA), so every value equals the scalar loop's. */
-__attribute__((target("avx2"))) static void dense_scores_avx2(double *restrict scores, const double *restrict dense_val,
+__attribute__((target("avx2"))) static inline __m256d vp_load4f(const float *p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
+__attribute__((target("avx2"))) static void dense_scores_avx2(double *restrict scores, const float *restrict dense_val,
                                                               const double *restrict dsc, i64 GG, i64 J,
                                                               i64 *restrict nzk) {
-    VP_DENSE_SCORES(__m256d, 4, _mm256_setzero_pd, _mm256_set1_pd, _mm256_loadu_pd, _mm256_mul_pd, _mm256_add_pd,
+    VP_DENSE_SCORES(__m256d, 4, _mm256_setzero_pd, _mm256_set1_pd, vp_load4f, _mm256_mul_pd, _mm256_add_pd,
                     _mm256_storeu_pd)
 }
 #endif
 
 #if defined(VP_HAVE_AVX512)
+__attribute__((target("avx512f"))) static inline __m512d vp_load8f(const float *p) { return _mm512_cvtps_pd(_mm256_loadu_ps(p)); }
 __attribute__((target("avx512f"))) static void dense_scores_avx512(double *restrict scores,
-                                                                   const double *restrict dense_val,
+                                                                   const float *restrict dense_val,
                                                                    const double *restrict dsc, i64 GG, i64 J,
                                                                    i64 *restrict nzk) {
-    VP_DENSE_SCORES(__m512d, 8, _mm512_setzero_pd, _mm512_set1_pd, _mm512_loadu_pd, _mm512_mul_pd, _mm512_add_pd,
+    VP_DENSE_SCORES(__m512d, 8, _mm512_setzero_pd, _mm512_set1_pd, vp_load8f, _mm512_mul_pd, _mm512_add_pd,
                     _mm512_storeu_pd)
 }
 #endif
 
-static void dense_scores(double *restrict scores, const double *restrict dense_val, const double *restrict dsc,
+static void dense_scores(double *restrict scores, const float *restrict dense_val, const double *restrict dsc,
                          i64 GG, i64 J, i64 *restrict nzk) {
 #if defined(VP_HAVE_AVX512)
     if (cpu_has_avx512()) { dense_scores_avx512(scores, dense_val, dsc, GG, J, nzk); return; }
@@ -691,12 +699,12 @@ static int by_key_desc(const void *x, const void *y) {
 
 /* Interface version of vp_plan (argument list and parameter slots); kernel.py refuses a build
  * whose version differs (a stale build from older sources), so it never calls with the wrong arguments. */
-#define VP_ABI 4
+#define VP_ABI 5
 VP_EXPORT i64 vp_abi(void) { return VP_ABI; }
 
 VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *gof,
             const i64 *restrict col_ptr, const i64 *restrict col_shape, const double *restrict col_val,
-            const double *restrict col_rate, const double *restrict dense_val, const double *restrict dense_rate,
+            const double *restrict col_rate, const float *restrict dense_val, const double *restrict dense_rate,
             const i64 *fam_off, const i64 *fam_rid, const double *rates_u,
             const double *fam_rate, const i64 *fam_in, const i64 *start_src, const i64 *start_dst,
             const i64 *perms, const double *cap_out, const double *cap_in,
@@ -863,13 +871,10 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
         for (i64 k = 0; k < GG; k++) {
             const double dk = dsc[k];
             if (dk == 0.0) continue;
-            if (dense) {  /* few group pairs: the dense (GG x J) rows vectorize over shapes */
-                const double *restrict sk = (capped ? dense_rate : dense_val) + k * J;
+            if (dense) {  /* capped (Eq. 6 went to dense_scores): the dense (GG x J) rows vectorize over shapes */
+                const double *restrict sk = dense_rate + k * J;
                 double *restrict sc = scores;
-                if (capped)
-                    for (i64 j = 0; j < J; j++) { double c = sk[j] * tau; sc[j] += c < dk ? c : dk; }
-                else
-                    for (i64 j = 0; j < J; j++) sc[j] += sk[j] * dk;
+                for (i64 j = 0; j < J; j++) { double c = sk[j] * tau; sc[j] += c < dk ? c : dk; }
                 continue;
             }
             if (capped) {
@@ -1064,7 +1069,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
 VP_EXPORT i64 vp_plan_packed(void *const *a) {
     return vp_plan((const i64 *)a[0], (double *)a[1], (const i64 *)a[2], (const i64 *)a[3],
                    (const i64 *)a[4], (const i64 *)a[5], (const double *)a[6], (const double *)a[7],
-                   (const double *)a[8], (const double *)a[9], (const i64 *)a[10], (const i64 *)a[11],
+                   (const float *)a[8], (const double *)a[9], (const i64 *)a[10], (const i64 *)a[11],
                    (const double *)a[12], (const double *)a[13], (const i64 *)a[14], (const i64 *)a[15],
                    (const i64 *)a[16], (const i64 *)a[17], (const double *)a[18], (const double *)a[19],
                    (const i64 *)a[20], (const i64 *)a[21], (const i64 *)a[22], (const i64 *)a[23],
