@@ -6,7 +6,8 @@ same loop in C costs microseconds. ``setup.py`` builds the C file into the exten
 ``collectives.alltoallv._variopath_kernel`` (``pip install``, ``pip install -e``, or
 ``python setup.py build_ext --inplace``) with -O3 and no FMA contraction. The module holds no
 Python-level functions: importing it finds the built file, and its C function ``vp_plan`` is
-called through ctypes. ctypes passes raw pointers, so this wrapper checks the dtype, size,
+called through ctypes (as ``vp_plan_packed``: its arguments in one array of pointers, filled once
+per binding). ctypes passes raw pointers, so this wrapper checks the dtype, size,
 C-contiguity and writability of every array before the call; a mismatch raises
 ``KernelArgumentError`` instead of reading or writing past a buffer.
 
@@ -25,15 +26,16 @@ from dataclasses import dataclass
 import numpy as np
 
 MODULE = "collectives.alltoallv._variopath_kernel"
-ABI = 2  # VP_ABI of variopath_kernel.c: the argument list below
-I64, F64 = np.dtype(np.int64), np.dtype(np.float64)
+ABI = 5  # VP_ABI of variopath_kernel.c: the argument list below
+I64, F64, F32 = np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.float32)
 _LOADED: dict[str, object] = {}  # explicit keyed cache: module name -> Kernel (or None: not built)
 
 # Integer and float parameter slots, in the order of the I_* and D_* enums of variopath_kernel.c.
 INT_PARAMS = ("N", "G", "g", "J", "P", "S", "sweeps", "beam", "reuse", "max_quanta", "weighted", "capped",
               "max_acts", "max_rows", "rank_pressure_on", "dense", "row_budget", "R", "synth", "F", "n_res",
               "pressure_power", "weighted_scores", "K")
-FLOAT_PARAMS = ("tau0", "coarse", "max_rate", "rank_pressure", "pair_pressure", "overhead", "reuse_floor", "node_pressure")
+FLOAT_PARAMS = ("tau0", "coarse", "max_rate", "rank_pressure", "pair_pressure", "overhead", "reuse_floor", "node_pressure",
+                "k_rounds")  # tau0 <= 0: the loop computes τ (variopath.quantum_s) and writes it back
 # The read-only catalog arrays of vp_plan, in its argument order (after ip and dp).
 CATALOG_ARRAYS = ("groups", "gof", "col_ptr", "col_shape", "col_val", "col_rate", "dense_val", "dense_rate",
                   "fam_off", "fam_rid", "rates_u", "fam_rate", "fam_in", "start_src", "start_dst", "perms",
@@ -90,7 +92,7 @@ def catalog_sizes(ip: dict[str, int], arrays: dict[str, np.ndarray]) -> dict[str
     rows = (F + 1) * N  # one extra row: the synthesized family
     return {"groups": (I64, N, True), "gof": (I64, N, True), "col_ptr": (I64, GG + 1, True),
             "col_shape": (I64, nnz, True), "col_val": (F64, nnz, True), "col_rate": (F64, nnz, True),
-            "dense_val": (F64, dense, True), "dense_rate": (F64, dense, True), "fam_off": (I64, J + 1, True),
+            "dense_val": (F32, dense, True), "dense_rate": (F64, dense, True), "fam_off": (I64, J + 1, True),
             "fam_rid": (I64, rows, True), "rates_u": (F64, ip["R"], True), "fam_rate": (F64, rows, True),
             "fam_in": (I64, rows, True), "start_src": (I64, F * ip["S"] * N, True),
             "start_dst": (I64, F * ip["S"] * N, True), "perms": (I64, ip["P"] * g, True),
@@ -144,14 +146,20 @@ class BoundKernel:
                       + [ptr(self.syn_inst), ptr(self.out_inst)])
         self._out = [ptr(a) for a in (self.out_x, self.out_src, self.out_dst, self.out_fam, self.status)]
         assert len(self._head) + 1 + len(self._tail) + 1 + len(self._out) == N_ARGS
+        # vp_plan_packed takes the arguments as one array of pointers: filled once, only the dp and
+        # rem slots change between calls (one argument for ctypes to convert instead of N_ARGS)
+        self._dp_slot, self._rem_slot = len(self._head), len(self._head) + 1 + len(self._tail)
+        self._args = (ctypes.c_void_p * N_ARGS)(*self._head, 0, *self._tail, 0, *self._out)
 
     def __call__(self, dp: np.ndarray, rem: np.ndarray) -> tuple[int, int]:
-        """Runs the loop on the remaining demand ``rem`` (N x N float64, drained in place);
+        """Runs the loop on the remaining demand ``rem`` (N x N float64, drained in place) with the
+        float parameters ``dp`` (a τ0 <= 0 is computed by the loop and written back into dp[0]);
         returns (activations written to the out_* buffers, status: 1 drained, 0 no candidate,
         2 buffers full)."""
-        check_array("dp", dp, F64, len(FLOAT_PARAMS))
+        check_array("dp", dp, F64, len(FLOAT_PARAMS), writable=True)
         check_array("rem", rem, F64, self.N * self.N, writable=True)
-        n = self.fn(*self._head, dp.ctypes.data, *self._tail, rem.ctypes.data, *self._out)
+        self._args[self._dp_slot], self._args[self._rem_slot] = dp.ctypes.data, rem.ctypes.data
+        n = self.fn(self._args)
         return int(n), int(self.status[0])
 
 
@@ -164,9 +172,9 @@ def load_kernel(module: str = MODULE) -> Kernel | None:
         lib.vp_abi.restype = ctypes.c_int64
         if lib.vp_abi() != ABI:  # built from older sources: another argument list
             raise ImportError(f"stale build (interface {lib.vp_abi()}, the sources need {ABI}); rebuild it")
-        fn = lib.vp_plan
+        fn = lib.vp_plan_packed  # vp_plan's N_ARGS arguments as one array of pointers
         fn.restype = ctypes.c_int64
-        fn.argtypes = [ctypes.c_void_p] * N_ARGS
+        fn.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         kernel = Kernel(fn)
     except (ImportError, OSError, AttributeError) as e:
         warnings.warn(f"the compiled VarioPath planning loop ({module}) is not built ({e}); planning runs the "

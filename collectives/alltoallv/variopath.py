@@ -174,6 +174,7 @@ class VarioPathPlanner:
         self.cand_src = self.groups[np.arange(N) // g]  # lane k of every family leaves group k // g
         self._kernel = None  # (Kernel, flat catalog arrays), built on the first plan
         self._bound: dict[bytes, BoundKernel] = {}  # explicit keyed cache: ip bytes -> checked binding
+        self._call = None  # (KERNEL_BLOCK, binding, float parameters) of the plans' kernel calls
         self._paths: dict = {}  # explicit keyed cache: (src, dst, instance) -> PathOption (emission)
         self.max_rate_Bps = topology.max_rate_Bps()
         self._pool = None
@@ -472,16 +473,16 @@ class VarioPathPlanner:
         demand = check_demand(demand, self.N)
         t0, c0 = time.perf_counter(), time.process_time()
         rem = demand.astype(np.float64)
-        tau0 = quantum_s(demand, self.topology, self.params.k_target_per_rank, self.group_caps, self.max_rate_Bps,
-                         self.onehot)
         # (bytes, src, dst, instances) per activation -- what the runtime needs -- as one entry
         # per activation (1-D rows, the numpy path) or per block of the compiled loop (2-D)
         raw = []
         guard = 50 * self.N * self.N + 100 * int(np.count_nonzero(demand)) + 1000
         kernel = self._kernel_fn()
-        if kernel is not None:
-            self._decompose_kernel(kernel, rem, tau0, raw, guard)
+        if kernel is not None:  # the compiled loop computes τ0 as quantum_s does
+            tau0 = self._decompose_kernel(kernel, rem, raw, guard)
         else:
+            tau0 = quantum_s(demand, self.topology, self.params.k_target_per_rank, self.group_caps,
+                             self.max_rate_Bps, self.onehot)
             self._decompose_numpy(rem, tau0, raw, guard)
         planning_s, planning_cpu_s = time.perf_counter() - t0, time.process_time() - c0
         acts = tuple(Activation(lanes=tuple(
@@ -553,7 +554,11 @@ class VarioPathPlanner:
         arr["fam_rid"] = np.searchsorted(arr["rates_u"], arr["fam_rate"])
         arr.update(self._synth_arrays(arr["rates_u"]))
         dense, n_res = arr.pop("dense"), arr.pop("n_res")
+        dense_val = arr.pop("dense_val")
         arr = {k: np.ascontiguousarray(v, dtype=np.float64 if v.dtype.kind == "f" else np.int64) for k, v in arr.items()}
+        # lane counts M_ad (whole numbers <= N): float32 holds them exactly, in half the bytes the scores read
+        arr["dense_val"] = np.ascontiguousarray(dense_val, dtype=np.float32)
+        assert (arr["dense_val"] == dense_val).all()
         arr["dense"], arr["n_res"] = dense, n_res
         arr["synth"] = int(p.synth_min_groups > 0 and self.G >= p.synth_min_groups)
         arr["max_rows"] = max(S * sum(sizes[:p.shape_beam]), 1) + S * arr["synth"]
@@ -601,7 +606,8 @@ class VarioPathPlanner:
         return out
 
     def _kernel_params(self, tau0: float) -> tuple[np.ndarray, np.ndarray]:
-        """The loop's integer and float parameters (kernel.INT_PARAMS, kernel.FLOAT_PARAMS)."""
+        """The loop's integer and float parameters (kernel.INT_PARAMS, kernel.FLOAT_PARAMS); tau0 <= 0 lets
+        the loop compute τ0 from the demand (quantum_s)."""
         p, N, arr = self.params, self.N, self._kernel[1]
         cap = self.KERNEL_BLOCK  # activations per call; a full buffer returns and the loop resumes (fresh pool)
         ip = np.array([N, self.G, self.g, len(self.bucket_arrays), len(arr["perms"]), p.n_start, p.aa_sweeps,
@@ -610,13 +616,17 @@ class VarioPathPlanner:
                        len(arr["rates_u"]), arr["synth"], len(arr["fam_all"]), arr["n_res"], p.pressure_power,
                        int(p.shape_score == "weighted"), self.n_nodes], dtype=np.int64)
         dp = np.array([tau0, p.coarse_rounds_per_rank * N, self.max_rate_Bps, p.rank_pressure, p.pair_pressure,
-                       p.overhead_s, p.reuse_floor, p.node_pressure], dtype=np.float64)
+                       p.overhead_s, p.reuse_floor, p.node_pressure, p.k_target_per_rank * N], dtype=np.float64)
         return ip, dp
 
-    def _decompose_kernel(self, kernel: Kernel, rem: np.ndarray, tau0: float, raw: list, guard: int) -> None:
-        ip, dp = self._kernel_params(tau0)
-        bound = self._bound_kernel(kernel, ip)
-        fam_all = self._kernel[1]["fam_all"]
+    def _decompose_kernel(self, kernel: Kernel, rem: np.ndarray, raw: list, guard: int) -> float:
+        """Drains ``rem`` with the compiled loop into ``raw``; returns τ0, which the loop computes
+        from the demand (quantum_s's value) on its first call."""
+        if self._call is None or self._call[0] != self.KERNEL_BLOCK:  # once per planner (and buffer size)
+            ip, dp = self._kernel_params(0.0)
+            self._call = (self.KERNEL_BLOCK, self._bound_kernel(kernel, ip), dp)
+        bound, dp = self._call[1], self._call[2].copy()  # τ0 = 0: the loop computes it and writes it here
+        fam_all, synth = self._kernel[1]["fam_all"], self._kernel[1]["synth"]
         F = len(fam_all)
         while True:
             if len(raw) > guard:
@@ -624,17 +634,20 @@ class VarioPathPlanner:
             n, status = bound(dp, rem)
             if n:  # one copy per block of the bound buffers, kept as one 2-D entry
                 out_fam = bound.out_fam[:n]
-                fams = fam_all[np.minimum(out_fam, F - 1)]
-                syn = out_fam == F  # synthesized online: its instances come back in out_inst
-                if syn.any():
-                    fams[syn] = bound.out_inst[:n][syn]
+                if not synth:
+                    fams = fam_all[out_fam]
+                else:
+                    fams = fam_all[np.minimum(out_fam, F - 1)]
+                    syn = out_fam == F  # synthesized online: its instances come back in out_inst
+                    if syn.any():
+                        fams[syn] = bound.out_inst[:n][syn]
                 raw.append((bound.out_x[:n].copy(), bound.out_src[:n].copy(), bound.out_dst[:n].copy(), fams))
             if status == 1:
-                return
+                return float(dp[0])
             if status == 0:  # no candidate: the numpy path's tie-break / forced binding, one activation
-                self._decompose_numpy(rem, tau0, raw, guard, max_activations=1)
+                self._decompose_numpy(rem, float(dp[0]), raw, guard, max_activations=1)
                 if not rem.any():
-                    return
+                    return float(dp[0])
 
     # -- the numpy loop (reference) --------------------------------------------------------------
     def _decompose_numpy(self, rem: np.ndarray, tau0: float, raw: list, guard: int, max_activations: int | None = None) -> None:

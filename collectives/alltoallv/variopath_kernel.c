@@ -33,7 +33,7 @@ typedef int64_t i64;
 
 enum { I_N, I_G, I_g, I_J, I_P, I_S, I_SWEEPS, I_BEAM, I_REUSE, I_MAXQ, I_WEIGHTED, I_CAPPED, I_MAXACTS,
        I_MAXROWS, I_RANKP_ON, I_DENSE, I_ROWBUDGET, I_R, I_SYNTH, I_F, I_NRES, I_POWER, I_WSCORE, I_NNODES };
-enum { D_TAU0, D_COARSE, D_MAXRATE, D_RANKP, D_PAIRP, D_OVERHEAD, D_REUSEFLOOR, D_NODEP };
+enum { D_TAU0, D_COARSE, D_MAXRATE, D_RANKP, D_PAIRP, D_OVERHEAD, D_REUSEFLOOR, D_NODEP, D_KROUNDS };
 
 /* The maximum-weight assignment of a g x g credit matrix v (rows = lanes, columns = candidate
  * GPUs) as the index of the best permutation in itertools.permutations order (the numpy path's
@@ -90,6 +90,50 @@ static i64 best_perm4(const double *r0, const double *r1, const double *r2, cons
 }
 #endif
 
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__SSE2__)
+#define VP_HAVE_AVX512 1
+#include <immintrin.h>
+/* -DVP_NO_AVX512 / -DVP_NO_AVX2 keep a build on the narrower paths (to check that they plan the same) */
+static int cpu_has_avx512(void) {
+#if defined(VP_NO_AVX512)
+    return 0;
+#else
+    static int has = -1;
+    if (has < 0) has = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    return has;
+#endif
+}
+
+/* best_perm4 with the 24 sums in three 8-lane vectors: lane u of vector q is permutation 8q + u
+ * (itertools order), its terms picked from the rows by permutes, summed ((a + b) + c) + d as the
+ * SSE2 version; the first maximum as there (the lowest permutation holding the largest sum). */
+__attribute__((target("avx512f"))) static inline i64 best_perm4_avx512(const double *r0, const double *r1,
+                                                                       const double *r2, const double *r3) {
+    /* (a, b, c, d) of the 24 permutations; b, d index the upper half (rows 1 and 3) */
+    static const int64_t PA[24] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3};
+    static const int64_t PB[24] = {5, 5, 6, 6, 7, 7, 4, 4, 6, 6, 7, 7, 4, 4, 5, 5, 7, 7, 4, 4, 5, 5, 6, 6};
+    static const int64_t PC[24] = {2, 3, 1, 3, 1, 2, 2, 3, 0, 3, 0, 2, 1, 3, 0, 3, 0, 1, 1, 2, 0, 2, 0, 1};
+    static const int64_t PD[24] = {7, 6, 7, 5, 6, 5, 7, 6, 7, 4, 6, 4, 7, 5, 7, 4, 5, 4, 6, 5, 6, 4, 5, 4};
+    const __m512d R01 = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_loadu_pd(r0)), _mm256_loadu_pd(r1), 1);
+    const __m512d R23 = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_loadu_pd(r2)), _mm256_loadu_pd(r3), 1);
+    __m512d s[3];
+    for (int q = 0; q < 3; q++) {
+        const __m512d A = _mm512_permutexvar_pd(_mm512_loadu_si512(PA + 8 * q), R01);
+        const __m512d Bv = _mm512_permutexvar_pd(_mm512_loadu_si512(PB + 8 * q), R01);
+        const __m512d C = _mm512_permutexvar_pd(_mm512_loadu_si512(PC + 8 * q), R23);
+        const __m512d D = _mm512_permutexvar_pd(_mm512_loadu_si512(PD + 8 * q), R23);
+        s[q] = _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(A, Bv), C), D);
+    }
+    const double m = _mm512_reduce_max_pd(_mm512_max_pd(_mm512_max_pd(s[0], s[1]), s[2]));
+    const __m512d mv = _mm512_set1_pd(m);
+    const uint32_t mask = (uint32_t)_mm512_cmp_pd_mask(s[0], mv, _CMP_EQ_OQ)
+                          | ((uint32_t)_mm512_cmp_pd_mask(s[1], mv, _CMP_EQ_OQ) << 8)
+                          | ((uint32_t)_mm512_cmp_pd_mask(s[2], mv, _CMP_EQ_OQ) << 16);
+    if (mask) return __builtin_ctz(mask);
+    return best_perm4(r0, r1, r2, r3);  /* unreachable without NaN: the SSE2 answer */
+}
+#endif
+
 static i64 best_perm(const double *v, const i64 *perms, i64 P, i64 g) {
     if (g == 4) return best_perm4(v, v + 4, v + 8, v + 12);
     if (g == 2) return (v[1] + v[2] > v[0] + v[3]) ? 1 : 0;
@@ -102,6 +146,214 @@ static i64 best_perm(const double *v, const i64 *perms, i64 P, i64 g) {
         if (p == 0 || s > bs) { bs = s; best = p; }
     }
     return best;
+}
+
+/* One sweep of the Alternating Algorithm over the B rows (family rfam[b], binding rsrc / rdst):
+ * fix the destinations and assign the sources of every group (one g x g assignment each), then
+ * fix the sources and assign the destinations. The body is compiled twice, with the SSE2 and
+ * the AVX-512 4 x 4 solver (same sums, same first maximum), and the CPU picks one at run time. */
+#define VP_AA_SWEEP(BP4) \
+for (i64 b = 0; b < B; b++) { \
+    const i64 *rid = fam_rid + rfam[b] * N; \
+    const i64 *in = fam_in + rfam[b] * N; \
+    i64 *sb = rsrc + b * N, *db = rdst + b * N; \
+    for (i64 a = 0; a < G; a++) {  /* fix destinations, assign sources per group */ \
+        i64 pi_; \
+        if (g4c) {  /* the g candidates of each lane lie side by side: no copy */ \
+            const double *ct = credt + groups[a * g]; \
+            const i64 k = a * g; \
+            pi_ = BP4(ct + rid[k] * NN + db[k] * N, ct + rid[k + 1] * NN + db[k + 1] * N, \
+                             ct + rid[k + 2] * NN + db[k + 2] * N, ct + rid[k + 3] * NN + db[k + 3] * N); \
+            const i64 *pm = perms + pi_ * 4, base = groups[k];  /* group a = ranks base ... base + 3 */ \
+            sb[k] = base + pm[0]; sb[k + 1] = base + pm[1]; sb[k + 2] = base + pm[2]; sb[k + 3] = base + pm[3]; \
+            continue; \
+        } else { \
+            for (i64 l = 0; l < g; l++) { \
+                i64 k = a * g + l, j = db[k]; \
+                const double *cr = credt + rid[k] * NN + j * N;  /* candidates i of group a: h_ij */ \
+                for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[a * g + c]]; \
+            } \
+            pi_ = best_perm(v, perms, P, g); \
+        } \
+        const i64 *pm = perms + pi_ * g; \
+        for (i64 l = 0; l < g; l++) sb[a * g + l] = groups[a * g + pm[l]]; \
+    } \
+    for (i64 d = 0; d < G; d++) {  /* fix sources, assign destinations per group */ \
+        i64 pi_; \
+        const i64 *ind = in + d * g; \
+        if (g4c) { \
+            const double *cg = cred + groups[d * g]; \
+            pi_ = BP4(cg + rid[ind[0]] * NN + sb[ind[0]] * N, cg + rid[ind[1]] * NN + sb[ind[1]] * N, \
+                             cg + rid[ind[2]] * NN + sb[ind[2]] * N, cg + rid[ind[3]] * NN + sb[ind[3]] * N); \
+            const i64 *pm = perms + pi_ * 4, base = groups[d * 4]; \
+            db[ind[0]] = base + pm[0]; db[ind[1]] = base + pm[1]; db[ind[2]] = base + pm[2]; db[ind[3]] = base + pm[3]; \
+            continue; \
+        } else { \
+            for (i64 l = 0; l < g; l++) { \
+                i64 kk = ind[l]; \
+                const double *cr = cred + rid[kk] * NN + sb[kk] * N; \
+                for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[d * g + c]]; \
+            } \
+            pi_ = best_perm(v, perms, P, g); \
+        } \
+        const i64 *pm = perms + pi_ * g; \
+        for (i64 l = 0; l < g; l++) db[in[d * g + l]] = groups[d * g + pm[l]]; \
+    } \
+}
+
+static void aa_sweep_base(i64 B, i64 N, i64 G, i64 g, i64 P, int g4c, const i64 *rfam, const i64 *fam_rid,
+                          const i64 *fam_in, const i64 *groups, const double *cred, const double *credt,
+                          const i64 *perms, double *v, i64 *rsrc, i64 *rdst) {
+    const i64 NN = N * N;
+    VP_AA_SWEEP(best_perm4)
+}
+
+#if defined(VP_HAVE_AVX512)
+/* groups of 4 consecutive ranks (g4c), AVX-512: two rows at a time, their assignments
+ * interleaved group by group -- the rows are independent, so each gets the values it would get
+ * alone, and one row's solver latency overlaps the other's */
+#define VP_SRC4(sb, db, rid, a) do { \
+    const double *ct = credt + groups[(a) * 4]; \
+    const i64 k = (a) * 4; \
+    const i64 *pm = perms + 4 * best_perm4_avx512(ct + rid[k] * NN + db[k] * N, ct + rid[k + 1] * NN + db[k + 1] * N, \
+                                                  ct + rid[k + 2] * NN + db[k + 2] * N, ct + rid[k + 3] * NN + db[k + 3] * N); \
+    const i64 base = groups[k]; \
+    sb[k] = base + pm[0]; sb[k + 1] = base + pm[1]; sb[k + 2] = base + pm[2]; sb[k + 3] = base + pm[3]; \
+} while (0)
+#define VP_DST4(sb, db, rid, in, d) do { \
+    const i64 *ind = (in) + (d) * 4; \
+    const double *cg = cred + groups[(d) * 4]; \
+    const i64 *pm = perms + 4 * best_perm4_avx512(cg + rid[ind[0]] * NN + sb[ind[0]] * N, \
+                                                  cg + rid[ind[1]] * NN + sb[ind[1]] * N, \
+                                                  cg + rid[ind[2]] * NN + sb[ind[2]] * N, \
+                                                  cg + rid[ind[3]] * NN + sb[ind[3]] * N); \
+    const i64 base = groups[(d) * 4]; \
+    db[ind[0]] = base + pm[0]; db[ind[1]] = base + pm[1]; db[ind[2]] = base + pm[2]; db[ind[3]] = base + pm[3]; \
+} while (0)
+
+__attribute__((target("avx512f"))) static void aa_sweep_g4_avx512(i64 B, i64 N, i64 G, const i64 *rfam,
+                                                                  const i64 *fam_rid, const i64 *fam_in,
+                                                                  const i64 *groups, const double *cred,
+                                                                  const double *credt, const i64 *perms, i64 *rsrc,
+                                                                  i64 *rdst) {
+    const i64 NN = N * N;
+    i64 b = 0;
+    for (; b + 2 <= B; b += 2) {
+        const i64 *rid0 = fam_rid + rfam[b] * N, *in0 = fam_in + rfam[b] * N;
+        const i64 *rid1 = fam_rid + rfam[b + 1] * N, *in1 = fam_in + rfam[b + 1] * N;
+        i64 *sb0 = rsrc + b * N, *db0 = rdst + b * N, *sb1 = rsrc + (b + 1) * N, *db1 = rdst + (b + 1) * N;
+        for (i64 a = 0; a < G; a++) { VP_SRC4(sb0, db0, rid0, a); VP_SRC4(sb1, db1, rid1, a); }
+        for (i64 d = 0; d < G; d++) { VP_DST4(sb0, db0, rid0, in0, d); VP_DST4(sb1, db1, rid1, in1, d); }
+    }
+    for (; b < B; b++) {
+        const i64 *rid = fam_rid + rfam[b] * N, *in = fam_in + rfam[b] * N;
+        i64 *sb = rsrc + b * N, *db = rdst + b * N;
+        for (i64 a = 0; a < G; a++) VP_SRC4(sb, db, rid, a);
+        for (i64 d = 0; d < G; d++) VP_DST4(sb, db, rid, in, d);
+    }
+}
+#undef VP_SRC4
+#undef VP_DST4
+
+__attribute__((target("avx512f"))) static void aa_sweep_avx512(i64 B, i64 N, i64 G, i64 g, i64 P, int g4c,
+                                                               const i64 *rfam, const i64 *fam_rid, const i64 *fam_in,
+                                                               const i64 *groups, const double *cred,
+                                                               const double *credt, const i64 *perms, double *v,
+                                                               i64 *rsrc, i64 *rdst) {
+    const i64 NN = N * N;
+    VP_AA_SWEEP(best_perm4_avx512)
+}
+#endif
+
+static void aa_sweep(i64 B, i64 N, i64 G, i64 g, i64 P, int g4c, const i64 *rfam, const i64 *fam_rid,
+                     const i64 *fam_in, const i64 *groups, const double *cred, const double *credt, const i64 *perms,
+                     double *v, i64 *rsrc, i64 *rdst) {
+#if defined(VP_HAVE_AVX512)
+    if (cpu_has_avx512()) {
+        if (g4c)
+            aa_sweep_g4_avx512(B, N, G, rfam, fam_rid, fam_in, groups, cred, credt, perms, rsrc, rdst);
+        else
+            aa_sweep_avx512(B, N, G, g, P, g4c, rfam, fam_rid, fam_in, groups, cred, credt, perms, v, rsrc, rdst);
+        return;
+    }
+#endif
+    aa_sweep_base(B, N, G, g, P, g4c, rfam, fam_rid, fam_in, groups, cred, credt, perms, v, rsrc, rdst);
+}
+
+/* The weights w, the credits h = min(q, bw) (x w) per distinct lane rate -- also transposed, so
+ * the AA's source side reads contiguous candidates -- and the weighted D̂ (fractional: summed in
+ * rank order, as the numpy path's np.add.at), row by row, each term a plain loop over j. Compiled
+ * twice (SSE2 and AVX-512 vectors: elementwise, so the same values) and chosen at run time. */
+#define VP_CREDIT_ROWS \
+for (i64 i = 0; i < N; i++) {  /* row by row, each term a plain loop over j (vectorizes) */ \
+    const double *ri = rem + i * N; \
+    double *wi = w + i * N; \
+    if (use_w) { \
+        const double pui = pu[i]; \
+        if (power > 1) \
+            for (i64 j = 0; j < N; j++) wi[j] = 1.0 + rp * (pui + pv[j]) / 2.0; \
+        else { \
+            const double den = 2.0 * mx; \
+            for (i64 j = 0; j < N; j++) wi[j] = 1.0 + rp * (pui + pv[j]) / den; \
+        } \
+        if (pp != 0.0) for (i64 j = 0; j < N; j++) wi[j] += pp * ri[j] / remmax; \
+        if (nodes_on) { \
+            const double *nr = nrow + node_of[i] * N; \
+            for (i64 j = 0; j < N; j++) wi[j] += nr[j]; \
+        } \
+        if (wsc) { \
+            double *dgwi = dgw + gof[i] * G; \
+            if (gcons) {  /* group d holds ranks d g ... d g + g - 1: one running sum per pair, same order */ \
+                for (i64 d = 0; d < G; d++) { \
+                    double acc = dgwi[d]; \
+                    for (i64 l = d * g; l < d * g + g; l++) acc += ri[l] * wi[l]; \
+                    dgwi[d] = acc; \
+                } \
+            } else { \
+                for (i64 j = 0; j < N; j++) dgwi[gof[j]] += ri[j] * wi[j]; \
+            } \
+        } \
+    } \
+    for (i64 rr = 0; rr < R; rr++) { \
+        const double bw = rates_u[rr]; \
+        double *cr = cred + rr * NN + i * N; \
+        if (use_w) \
+            for (i64 j = 0; j < N; j++) { const double qv = ri[j] * inv_tau; cr[j] = (qv < bw ? qv : bw) * wi[j]; } \
+        else \
+            for (i64 j = 0; j < N; j++) { const double qv = ri[j] * inv_tau; cr[j] = qv < bw ? qv : bw; } \
+        cr[i] = use_w ? FORBID * wi[i] : FORBID;  /* q_ii = FORBID < bw */ \
+        double *ct = credt + rr * NN + i; \
+        for (i64 j = 0; j < N; j++) ct[j * N] = cr[j]; \
+    } \
+}
+
+#define VP_CREDIT_ARGS i64 N, i64 G, i64 g, i64 R, int use_w, int wsc, int nodes_on, int gcons, i64 power, double rp, \
+    double pp, double mx, double remmax, double inv_tau, const double *restrict rem, const double *restrict pu, \
+    const double *restrict pv, const double *restrict nrow, const i64 *node_of, const i64 *gof, \
+    const double *rates_u, double *restrict w, double *restrict dgw, double *restrict cred, double *restrict credt
+
+static void credit_rows_base(VP_CREDIT_ARGS) {
+    const i64 NN = N * N;
+    VP_CREDIT_ROWS
+}
+
+#if defined(VP_HAVE_AVX512)
+__attribute__((target("avx512f"))) static void credit_rows_avx512(VP_CREDIT_ARGS) {
+    const i64 NN = N * N;
+    VP_CREDIT_ROWS
+}
+#endif
+
+static void credit_rows(VP_CREDIT_ARGS) {
+#if defined(VP_HAVE_AVX512)
+    if (cpu_has_avx512()) {
+        credit_rows_avx512(N, G, g, R, use_w, wsc, nodes_on, gcons, power, rp, pp, mx, remmax, inv_tau, rem, pu, pv, nrow,
+                           node_of, gof, rates_u, w, dgw, cred, credt);
+        return;
+    }
+#endif
+    credit_rows_base(N, G, g, R, use_w, wsc, nodes_on, gcons, power, rp, pp, mx, remmax, inv_tau, rem, pu, pv, nrow,
+                     node_of, gof, rates_u, w, dgw, cred, credt);
 }
 
 /* Eq. 6 scores are linear in D̂: subtract an activation's bytes per group pair from the shapes
@@ -188,28 +440,196 @@ fail:
 
 /* Eq. 6 scores of every shape from the dense (GG x J) shape entries: Σ_k M_jk dsc_k over the
  * group pairs k in ascending order, skipping zero pairs -- the sums of the column loop, the same
- * additions in the same order for every shape -- with blocks of 8 shapes held in registers over
- * all pairs, so the scores are written once instead of once per pair. */
-static void dense_scores(double *restrict scores, const double *restrict dense_val, const double *restrict dsc,
-                         i64 GG, i64 J, i64 *restrict nzk) {
+ * additions in the same order for every shape -- with blocks of W shapes held in registers over
+ * all pairs, so the scores are written once instead of once per pair. W is wide enough for
+ * W / lanes independent accumulators per pair (an addition's latency is ~4 cycles: with one or two
+ * chains the loop waits on it); every shape's sum is still one sequential chain, so the lane
+ * width never changes a value. */
+/* the pairs with demand (a zero pair adds nothing; skipping it keeps the column loop's sums) */
+static i64 nonzero_pairs(const double *dsc, i64 GG, i64 *nzk) {
     i64 nk = 0;
     for (i64 k = 0; k < GG; k++) if (dsc[k] != 0.0) nzk[nk++] = k;
-    i64 j0 = 0;
-    for (; j0 + 8 <= J; j0 += 8) {
-        double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    return nk;
+}
+
+/* shapes j0 .. J-1 (the tail of a blocked loop): four at a time, then one at a time */
+static void dense_tail(double *scores, const float *dense_val, const double *dsc, i64 J, i64 j0,
+                       const i64 *nzk, i64 nk) {
+    for (; j0 + 4 <= J; j0 += 4) {
+        double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
         for (i64 t = 0; t < nk; t++) {
-            const i64 k = nzk[t];
-            const double dk = dsc[k];
-            const double *restrict row = dense_val + k * J + j0;
-            for (int u = 0; u < 8; u++) acc[u] += row[u] * dk;
+            const double dk = dsc[nzk[t]];
+            const float *row = dense_val + nzk[t] * J + j0;
+            a0 += (double)row[0] * dk; a1 += (double)row[1] * dk; a2 += (double)row[2] * dk; a3 += (double)row[3] * dk;
         }
-        for (int u = 0; u < 8; u++) scores[j0 + u] = acc[u];
+        scores[j0] = a0; scores[j0 + 1] = a1; scores[j0 + 2] = a2; scores[j0 + 3] = a3;
     }
     for (; j0 < J; j0++) {
         double acc = 0.0;
-        for (i64 t = 0; t < nk; t++) acc += dense_val[nzk[t] * J + j0] * dsc[nzk[t]];
+        for (i64 t = 0; t < nk; t++) acc += (double)dense_val[nzk[t] * J + j0] * dsc[nzk[t]];
         scores[j0] = acc;
     }
+}
+
+/* The blocked loop for vectors of L doubles (type VT and its intrinsics): blocks of 8 L shapes in
+ * 8 independent accumulators, then up to 7 blocks of L in one pass, then dense_tail. */
+#define VP_DENSE_SCORES(VT, L, ZERO, SET1, LOAD, MUL, ADD, STORE)                                      \
+    const i64 nk = nonzero_pairs(dsc, GG, nzk);                                                      \
+    i64 j0 = 0;                                                                                      \
+    for (; j0 + 8 * (L) <= J; j0 += 8 * (L)) {                                                       \
+        VT a[8];                                                                                     \
+        for (int u = 0; u < 8; u++) a[u] = ZERO();                                                   \
+        for (i64 t = 0; t < nk; t++) {                                                               \
+            const VT dk = SET1(dsc[nzk[t]]);                                                         \
+            const float *row = dense_val + nzk[t] * J + j0;                                          \
+            for (int u = 0; u < 8; u++) a[u] = ADD(a[u], MUL(LOAD(row + (L) * u), dk));              \
+        }                                                                                            \
+        for (int u = 0; u < 8; u++) STORE(scores + j0 + (L) * u, a[u]);                              \
+    }                                                                                                \
+    const int nb = (int)((J - j0) / (L));                                                            \
+    if (nb > 0) {                                                                                    \
+        VT a[7];                                                                                     \
+        for (int u = 0; u < nb; u++) a[u] = ZERO();                                                  \
+        for (i64 t = 0; t < nk; t++) {                                                               \
+            const VT dk = SET1(dsc[nzk[t]]);                                                         \
+            const float *row = dense_val + nzk[t] * J + j0;                                          \
+            for (int u = 0; u < nb; u++) a[u] = ADD(a[u], MUL(LOAD(row + (L) * u), dk));             \
+        }                                                                                            \
+        for (int u = 0; u < nb; u++) STORE(scores + j0 + (L) * u, a[u]);                             \
+        j0 += (L) * nb;                                                                              \
+    }                                                                                                \
+    dense_tail(scores, dense_val, dsc, J, j0, nzk, nk);
+
+#if defined(__SSE2__)
+/* the shape entries are float32 (small whole numbers: exact), widened to float64 as they load */
+static inline __m128d vp_load2f(const float *p) { return _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)p))); }
+#endif
+
+static void dense_scores_base(double *restrict scores, const float *restrict dense_val, const double *restrict dsc,
+                              i64 GG, i64 J, i64 *restrict nzk) {
+#if defined(__SSE2__)
+    VP_DENSE_SCORES(__m128d, 2, _mm_setzero_pd, _mm_set1_pd, vp_load2f, _mm_mul_pd, _mm_add_pd, _mm_storeu_pd)
+#else
+    dense_tail(scores, dense_val, dsc, J, 0, nzk, nonzero_pairs(dsc, GG, nzk));
+#endif
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+/* The same loop compiled for AVX2 and AVX-512F, chosen at run time where the CPU has them: the
+ * build stays runnable on any x86-64 (no -march). Mul and add stay separate instructions (the
+ * targets do not enable FMA), so every value equals the scalar loop's. */
+__attribute__((target("avx2"))) static inline __m256d vp_load4f(const float *p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
+__attribute__((target("avx2"))) static void dense_scores_avx2(double *restrict scores, const float *restrict dense_val,
+                                                              const double *restrict dsc, i64 GG, i64 J,
+                                                              i64 *restrict nzk) {
+    VP_DENSE_SCORES(__m256d, 4, _mm256_setzero_pd, _mm256_set1_pd, vp_load4f, _mm256_mul_pd, _mm256_add_pd,
+                    _mm256_storeu_pd)
+}
+#endif
+
+#if defined(VP_HAVE_AVX512)
+__attribute__((target("avx512f"))) static inline __m512d vp_load8f(const float *p) { return _mm512_cvtps_pd(_mm256_loadu_ps(p)); }
+__attribute__((target("avx512f"))) static void dense_scores_avx512(double *restrict scores,
+                                                                   const float *restrict dense_val,
+                                                                   const double *restrict dsc, i64 GG, i64 J,
+                                                                   i64 *restrict nzk) {
+    VP_DENSE_SCORES(__m512d, 8, _mm512_setzero_pd, _mm512_set1_pd, vp_load8f, _mm512_mul_pd, _mm512_add_pd,
+                    _mm512_storeu_pd)
+}
+#endif
+
+static void dense_scores(double *restrict scores, const float *restrict dense_val, const double *restrict dsc,
+                         i64 GG, i64 J, i64 *restrict nzk) {
+#if defined(VP_HAVE_AVX512)
+    if (cpu_has_avx512()) { dense_scores_avx512(scores, dense_val, dsc, GG, J, nzk); return; }
+#endif
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(VP_NO_AVX2)
+    static int avx2 = -1;
+    if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    if (avx2) { dense_scores_avx2(scores, dense_val, dsc, GG, J, nzk); return; }
+#endif
+    dense_scores_base(scores, dense_val, dsc, GG, J, nzk);
+}
+
+/* the largest of x[0..7] (a maximum is the same in any order) */
+static inline double max8(const double *x) {
+    const double a = x[0] > x[1] ? x[0] : x[1], b = x[2] > x[3] ? x[2] : x[3];
+    const double c = x[4] > x[5] ? x[4] : x[5], d = x[6] > x[7] ? x[6] : x[7];
+    const double ab = a > b ? a : b, cd = c > d ? c : d;
+    return ab > cd ? ab : cd;
+}
+
+/* The largest entry of x (>= 0; 0 when empty): eight running maxima, since a maximum is the
+ * same in any order and one chain would wait on every comparison. */
+static double max_entry(const double *x, i64 n) {
+    double m[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    i64 k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int u = 0; u < 8; u++) m[u] = x[k + u] > m[u] ? x[k + u] : m[u];
+    for (; k < n; k++) m[0] = x[k] > m[0] ? x[k] : m[0];
+    double r = 0.0;
+    for (int u = 0; u < 8; u++) r = m[u] > r ? m[u] : r;
+    return r;
+}
+
+/* The sums the loop keeps while it drains rem: rank loads out (ls) and in (lr), D̂ per group
+ * pair (dg) and every node's bytes to (tro) and from (tri) other nodes. rem holds whole bytes
+ * (< 2^53) and every activation moves whole bytes, so the running sums equal a fresh pass over
+ * rem in any order, bit for bit. */
+static void row_sums(const double *rem, i64 N, i64 G, i64 K, const i64 *gof, const i64 *node_of, double *ls,
+                     double *lr, double *dg, double *tro, double *tri) {
+    for (i64 i = 0; i < N; i++) { ls[i] = 0.0; lr[i] = 0.0; }
+    for (i64 k = 0; k < G * G; k++) dg[k] = 0.0;
+    for (i64 c = 0; c < K; c++) { tro[c] = 0.0; tri[c] = 0.0; }
+    for (i64 i = 0; i < N; i++) {
+        const double *ri = rem + i * N;
+        double *dgi = dg + gof[i] * G;
+        double si = 0.0;
+        for (i64 j = 0; j < N; j++) {
+            const double r = ri[j];
+            si += r; lr[j] += r;
+            dgi[gof[j]] += r;
+            if (node_of[j] != node_of[i]) { tro[node_of[i]] += r; tri[node_of[j]] += r; }
+        }
+        ls[i] = si;
+    }
+}
+
+/* Subtracts one activation (lane k moves xo[k] bytes so[k] -> dso[k]) from rem and the running
+ * sums of row_sums; returns the bytes moved. */
+static double drain_lanes(double *rem, const i64 *so, const i64 *dso, const double *xo, i64 N, i64 G, const i64 *gof,
+                          const i64 *node_of, double *ls, double *lr, double *dg, double *tro, double *tri) {
+    double moved = 0.0;
+    for (i64 k = 0; k < N; k++) {
+        const double x = xo[k];
+        const i64 s = so[k], d = dso[k];
+        rem[s * N + d] -= x;
+        moved += x;
+        ls[s] -= x; lr[d] -= x;
+        dg[gof[s] * G + gof[d]] -= x;
+        if (node_of[s] != node_of[d]) { tro[node_of[s]] -= x; tri[node_of[d]] -= x; }
+    }
+    return moved;
+}
+
+/* τ of the invocation (variopath.quantum_s, the same float64 operations): the busiest rank at the
+ * fastest rate or the busiest rank group's traffic to (from) other groups at its best
+ * contention-free rate, whichever is longer, over K_target = k N rounds (k_rounds = k N). The
+ * sums are whole bytes, exact in any order; a group without cross lanes (cap 0) adds no bound. */
+static double base_quantum(const double *ls, const double *lr, const double *dg, i64 N, i64 G, const double *cap_out,
+                           const double *cap_in, double max_rate, double k_rounds) {
+    double mx = 0.0;
+    for (i64 i = 0; i < N; i++) { if (ls[i] > mx) mx = ls[i]; if (lr[i] > mx) mx = lr[i]; }
+    double t_est = mx / max_rate;
+    for (i64 a = 0; a < G; a++) {
+        double so = 0.0, si = 0.0;
+        for (i64 d = 0; d < G; d++) if (d != a) { so += dg[a * G + d]; si += dg[d * G + a]; }
+        if (cap_out[a] > 0 && so / cap_out[a] > t_est) t_est = so / cap_out[a];
+        if (cap_in[a] > 0 && si / cap_in[a] > t_est) t_est = si / cap_in[a];
+    }
+    const double tau = t_est / k_rounds;
+    return tau > 1e-15 ? tau : 1e-15;
 }
 
 /* EVALUATE (Eqs. 9-10) of one bound channel (lane k: sb[k] -> db[k] at rate id rid[k]) on the
@@ -230,6 +650,45 @@ static inline double channel_utility(const i64 *sb, const i64 *db, const i64 *ri
     return useful / (lambda + dur + 1e-300);
 }
 
+/* The best channel of the pool rows prow[0 .. npool-1] by EVALUATE: the index of the first one
+ * with the largest utility (-1 when npool = 0), its utility in *best. Two rows at a time: each
+ * row's bytes are still summed lane by lane in order (the same value as channel_utility), but the
+ * two rows' additions overlap instead of waiting on each other. */
+static i64 best_channel(const i64 *prow, i64 npool, const i64 *rsrc, const i64 *rdst, const i64 *rfam,
+                        const i64 *fam_rid, const double *rem, const double *w, int wsel, const double *capr,
+                        const double *invr, i64 N, double lambda, double *best) {
+    i64 h = -1;
+    double hu = 0.0;
+    i64 b = 0;
+    for (; b + 2 <= npool; b += 2) {
+        const i64 r0 = prow[b], r1 = prow[b + 1];
+        const i64 *s0 = rsrc + r0 * N, *d0 = rdst + r0 * N, *i0 = fam_rid + rfam[r0] * N;
+        const i64 *s1 = rsrc + r1 * N, *d1 = rdst + r1 * N, *i1 = fam_rid + rfam[r1] * N;
+        double use0 = 0.0, use1 = 0.0, dur0 = 0.0, dur1 = 0.0;
+        for (i64 k = 0; k < N; k++) {
+            const i64 o0 = s0[k] * N + d0[k], o1 = s1[k] * N + d1[k];
+            const double rr0 = rem[o0], c0 = capr[i0[k]], rr1 = rem[o1], c1 = capr[i1[k]];
+            const double x0 = c0 < rr0 ? c0 : rr0, x1 = c1 < rr1 ? c1 : rr1;
+            use0 += wsel ? x0 * w[o0] : x0;
+            use1 += wsel ? x1 * w[o1] : x1;
+            const double t0 = x0 * invr[i0[k]], t1 = x1 * invr[i1[k]];
+            if (t0 > dur0) dur0 = t0;
+            if (t1 > dur1) dur1 = t1;
+        }
+        const double u0 = use0 / (lambda + dur0 + 1e-300), u1 = use1 / (lambda + dur1 + 1e-300);
+        if (h < 0 || u0 > hu) { hu = u0; h = b; }
+        if (u1 > hu) { hu = u1; h = b + 1; }
+    }
+    for (; b < npool; b++) {
+        const i64 row = prow[b];
+        const double u = channel_utility(rsrc + row * N, rdst + row * N, fam_rid + rfam[row] * N, rem, w, wsel, capr,
+                                         invr, N, lambda);
+        if (h < 0 || u > hu) { hu = u; h = b; }
+    }
+    *best = hu;
+    return h;
+}
+
 static const double *sort_key;
 static int by_key_desc(const void *x, const void *y) {
     const i64 a = *(const i64 *)x, b = *(const i64 *)y;
@@ -240,12 +699,12 @@ static int by_key_desc(const void *x, const void *y) {
 
 /* Interface version of vp_plan (argument list and parameter slots); kernel.py refuses a build
  * whose version differs (a stale build from older sources), so it never calls with the wrong arguments. */
-#define VP_ABI 2
+#define VP_ABI 5
 VP_EXPORT i64 vp_abi(void) { return VP_ABI; }
 
-VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const i64 *gof,
+VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *gof,
             const i64 *restrict col_ptr, const i64 *restrict col_shape, const double *restrict col_val,
-            const double *restrict col_rate, const double *restrict dense_val, const double *restrict dense_rate,
+            const double *restrict col_rate, const float *restrict dense_val, const double *restrict dense_rate,
             const i64 *fam_off, const i64 *fam_rid, const double *rates_u,
             const double *fam_rate, const i64 *fam_in, const i64 *start_src, const i64 *start_dst,
             const i64 *perms, const double *cap_out, const double *cap_in,
@@ -260,7 +719,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
     const i64 rank_on = ip[I_RANKP_ON], dense = ip[I_DENSE], row_budget = ip[I_ROWBUDGET], R = ip[I_R];
     const i64 synth = ip[I_SYNTH], F = ip[I_F], nres = ip[I_NRES];
     const i64 power = ip[I_POWER], wscore = ip[I_WSCORE], K = ip[I_NNODES];
-    const double tau0 = dp[D_TAU0], coarse = dp[D_COARSE], max_rate = dp[D_MAXRATE];
+    const double coarse = dp[D_COARSE], max_rate = dp[D_MAXRATE];
     const double rp = dp[D_RANKP], pp = dp[D_PAIRP], lambda = dp[D_OVERHEAD], reuse_floor = dp[D_REUSEFLOOR];
     const double np_ = dp[D_NODEP];
     const i64 NN = N * N, GG = G * G;
@@ -294,11 +753,18 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
     double util0 = 0.0;
     double left = 0.0;
     for (i64 k = 0; k < NN; k++) left += rem[k];
+    double *tro = calloc(K, sizeof(double)), *tri = calloc(K, sizeof(double));
+    row_sums(rem, N, G, K, gof, node_of, ls, lr, dg, tro, tri);
+    if (!(dp[D_TAU0] > 0)) dp[D_TAU0] = base_quantum(ls, lr, dg, N, G, cap_out, cap_in, max_rate, dp[D_KROUNDS]);
+    const double tau0 = dp[D_TAU0];
     i64 A = 0;
     *status = 1;
     const int use_w = rank_on != 0;
     const int wsc = wscore && use_w;
     const int wsel = weighted && use_w;  /* EVALUATE counts pressure-weighted bytes */
+    int gcons = 1;  /* group a holds ranks a g ... a g + g - 1 */
+    for (i64 a = 0; a < G && gcons; a++)
+        for (i64 c = 0; c < g; c++) if (groups[a * g + c] != a * g + c) gcons = 0;
     int g4c = g == 4;  /* groups of 4 consecutive ranks: the AA reads its 4 x 4 credits in place */
     for (i64 a = 0; a < G && g4c; a++)
         for (i64 c = 1; c < g; c++) if (groups[a * g + c] != groups[a * g] + c) g4c = 0;  /* weighted scores change with w: recomputed every activation */
@@ -310,14 +776,8 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
         /* -- reuse: re-EVALUATE the last AA's channels on the new remaining demand (the pool
               rows, their w and per-rate caps are those of that AA run, unchanged since) -- */
         if (reuse_left > 0 && npool > 0) {
-            i64 h = -1;
-            double hu = 0.0;
-            for (i64 b = 0; b < npool; b++) {
-                const i64 row = prow[b];
-                const double u = channel_utility(rsrc + row * N, rdst + row * N, fam_rid + rfam[row] * N, rem, w,
-                                                 wsel, capr, invr, N, lambda);
-                if (h < 0 || u > hu) { hu = u; h = b; }
-            }
+            double hu;
+            const i64 h = best_channel(prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, N, lambda, &hu);
             if (h >= 0 && hu > 0 && hu >= reuse_floor * util0) {
                 reuse_left--;
                 const i64 row = prow[h];
@@ -328,7 +788,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
                     const double rr = rem[s_ * N + d_], cap = capr[rid[k]];
                     xo[k] = cap < rr ? cap : rr; so[k] = s_; dso[k] = d_;
                 }
-                for (i64 k = 0; k < N; k++) { rem[so[k] * N + dso[k]] -= xo[k]; moved += xo[k]; }
+                moved = drain_lanes(rem, so, dso, xo, N, G, gof, node_of, ls, lr, dg, tro, tri);
                 if (have_scores) update_scores(scores, so, dso, xo, N, G, gof, col_ptr, col_shape, col_val, dpair, touched);
                 out_fam[A] = rfam[row];
                 if (rfam[row] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
@@ -338,31 +798,11 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
             }
         }
         /* -- τ (coarse rounds: up to 1/coarse of the remaining lower bound) -- */
-        /* one pass over rem for the rank loads, D̂, the largest entry and the nodes' cross traffic:
-           rem holds whole bytes (< 2^53), so these sums are exact in any order */
+        /* the rank loads, D̂ and the nodes' cross traffic are running sums (drain_lanes), so only
+           the largest entry needs a pass over rem */
         const int nodes_on = use_w && np_ != 0.0 && K > 1;
-        for (i64 i = 0; i < N; i++) { ls[i] = 0.0; lr[i] = 0.0; }
-        for (i64 k = 0; k < GG; k++) dg[k] = 0.0;
-        for (i64 c = 0; c < K; c++) { t_out[c] = 0.0; t_in[c] = 0.0; }
-        double remmax = 0.0;
-        for (i64 i = 0; i < N; i++) {
-            const double *ri = rem + i * N;
-            double *dgi = dg + gof[i] * G;
-            double si = 0.0, mi = 0.0;
-            for (i64 j = 0; j < N; j++) {
-                const double r = ri[j];
-                si += r; lr[j] += r;
-                dgi[gof[j]] += r;
-                mi = r > mi ? r : mi;
-            }
-            ls[i] = si;
-            remmax = mi > remmax ? mi : remmax;
-            if (nodes_on) {
-                const i64 ni = node_of[i];
-                for (i64 j = 0; j < N; j++)
-                    if (node_of[j] != ni) { t_out[ni] += ri[j]; t_in[node_of[j]] += ri[j]; }
-            }
-        }
+        const double remmax = max_entry(rem, NN);
+        for (i64 c = 0; c < K; c++) { t_out[c] = tro[c]; t_in[c] = tri[c]; }
         double mx = 0.0;
         for (i64 i = 0; i < N; i++) { if (ls[i] > mx) mx = ls[i]; if (lr[i] > mx) mx = lr[i]; }
         double tau = tau0;
@@ -410,46 +850,13 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
                             if (a != b) nterm[a * K + b] = np_ * ((t_out[a] + t_in[b]) / (2.0 * t_max));
             }
         }
-        /* one pass for the weights w, the credits h = min(q, bw) (x w) per distinct lane rate -- also
-           transposed, so the AA's source side reads contiguous candidates -- and the weighted D̂
-           (fractional: summed in rank order, as the numpy path's np.add.at) */
+        /* the weights, the credits and the weighted D̂ (credit_rows) */
         if (wsc) for (i64 k = 0; k < GG; k++) dgw[k] = 0.0;
         if (nodes_on)  /* the node term of row i: nrow[node of i][j] (0 inside the node: adding it changes nothing) */
             for (i64 a = 0; a < K; a++)
                 for (i64 j = 0; j < N; j++) nrow[a * N + j] = node_of[j] != a ? nterm[a * K + node_of[j]] : 0.0;
-        for (i64 i = 0; i < N; i++) {  /* row by row, each term a plain loop over j (vectorizes) */
-            const double *ri = rem + i * N;
-            double *wi = w + i * N;
-            if (use_w) {
-                const double pui = pu[i];
-                if (power > 1)
-                    for (i64 j = 0; j < N; j++) wi[j] = 1.0 + rp * (pui + pv[j]) / 2.0;
-                else {
-                    const double den = 2.0 * mx;
-                    for (i64 j = 0; j < N; j++) wi[j] = 1.0 + rp * (pui + pv[j]) / den;
-                }
-                if (pp != 0.0) for (i64 j = 0; j < N; j++) wi[j] += pp * ri[j] / remmax;
-                if (nodes_on) {
-                    const double *nr = nrow + node_of[i] * N;
-                    for (i64 j = 0; j < N; j++) wi[j] += nr[j];
-                }
-                if (wsc) {
-                    double *dgwi = dgw + gof[i] * G;
-                    for (i64 j = 0; j < N; j++) dgwi[gof[j]] += ri[j] * wi[j];
-                }
-            }
-            for (i64 rr = 0; rr < R; rr++) {
-                const double bw = rates_u[rr];
-                double *cr = cred + rr * NN + i * N;
-                if (use_w)
-                    for (i64 j = 0; j < N; j++) { const double qv = ri[j] * inv_tau; cr[j] = (qv < bw ? qv : bw) * wi[j]; }
-                else
-                    for (i64 j = 0; j < N; j++) { const double qv = ri[j] * inv_tau; cr[j] = qv < bw ? qv : bw; }
-                cr[i] = use_w ? FORBID * wi[i] : FORBID;  /* q_ii = FORBID < bw */
-                double *ct = credt + rr * NN + i;
-                for (i64 j = 0; j < N; j++) ct[j * N] = cr[j];
-            }
-        }
+        credit_rows(N, G, g, R, use_w, wsc, nodes_on, gcons, power, rp, pp, mx, remmax, inv_tau, rem, pu, pv, nrow, node_of,
+                    gof, rates_u, w, dgw, cred, credt);
         /* -- shape scores (Eq. 6, or capped) and the beam -- */
         /* sparse shapes by group pair (column k lists the shapes with lanes on pair k): O(nnz),
            and consecutive updates hit different shapes, so they pipeline; every score still sums
@@ -464,13 +871,10 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
         for (i64 k = 0; k < GG; k++) {
             const double dk = dsc[k];
             if (dk == 0.0) continue;
-            if (dense) {  /* few group pairs: the dense (GG x J) rows vectorize over shapes */
-                const double *restrict sk = (capped ? dense_rate : dense_val) + k * J;
+            if (dense) {  /* capped (Eq. 6 went to dense_scores): the dense (GG x J) rows vectorize over shapes */
+                const double *restrict sk = dense_rate + k * J;
                 double *restrict sc = scores;
-                if (capped)
-                    for (i64 j = 0; j < J; j++) { double c = sk[j] * tau; sc[j] += c < dk ? c : dk; }
-                else
-                    for (i64 j = 0; j < J; j++) sc[j] += sk[j] * dk;
+                for (i64 j = 0; j < J; j++) { double c = sk[j] * tau; sc[j] += c < dk ? c : dk; }
                 continue;
             }
             if (capped) {
@@ -492,6 +896,10 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
             i64 want = beam < J ? beam : J, cnt = 0;
             double thr = 0.0;  /* the last kept score once the list is full */
             for (i64 j = 0; j < J; j++) {
+                if (cnt == want && (j & 7) == 0 && j + 8 <= J && !(max8(scores + j) > thr)) {
+                    j += 7;  /* no score of these 8 beats the list's last: none would enter */
+                    continue;
+                }
                 const double sj = scores[j];
                 if (cnt == want && !(sj > thr)) continue;
                 i64 pos = cnt < want ? cnt : want - 1;
@@ -567,48 +975,19 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
         const int single = Se == 1;
         int have_best = 0;
         for (i64 sweep = 0; sweep < sweeps; sweep++) {
-            for (i64 b = 0; b < B; b++) {
-                const i64 *rid = fam_rid + rfam[b] * N;
-                const i64 *in = fam_in + rfam[b] * N;
-                i64 *sb = rsrc + b * N, *db = rdst + b * N;
-                for (i64 a = 0; a < G; a++) {  /* fix destinations, assign sources per group */
-                    i64 pi_;
-                    if (g4c) {  /* the g candidates of each lane lie side by side: no copy */
-                        const double *ct = credt + groups[a * g];
-                        const i64 k = a * g;
-                        pi_ = best_perm4(ct + rid[k] * NN + db[k] * N, ct + rid[k + 1] * NN + db[k + 1] * N,
-                                         ct + rid[k + 2] * NN + db[k + 2] * N, ct + rid[k + 3] * NN + db[k + 3] * N);
-                    } else {
-                        for (i64 l = 0; l < g; l++) {
-                            i64 k = a * g + l, j = db[k];
-                            const double *cr = credt + rid[k] * NN + j * N;  /* candidates i of group a: h_ij */
-                            for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[a * g + c]];
-                        }
-                        pi_ = best_perm(v, perms, P, g);
-                    }
-                    const i64 *pm = perms + pi_ * g;
-                    for (i64 l = 0; l < g; l++) sb[a * g + l] = groups[a * g + pm[l]];
-                }
-                for (i64 d = 0; d < G; d++) {  /* fix sources, assign destinations per group */
-                    i64 pi_;
-                    const i64 *ind = in + d * g;
-                    if (g4c) {
-                        const double *cg = cred + groups[d * g];
-                        pi_ = best_perm4(cg + rid[ind[0]] * NN + sb[ind[0]] * N, cg + rid[ind[1]] * NN + sb[ind[1]] * N,
-                                         cg + rid[ind[2]] * NN + sb[ind[2]] * N, cg + rid[ind[3]] * NN + sb[ind[3]] * N);
-                    } else {
-                        for (i64 l = 0; l < g; l++) {
-                            i64 kk = ind[l];
-                            const double *cr = cred + rid[kk] * NN + sb[kk] * N;
-                            for (i64 c = 0; c < g; c++) v[l * g + c] = cr[groups[d * g + c]];
-                        }
-                        pi_ = best_perm(v, perms, P, g);
-                    }
-                    const i64 *pm = perms + pi_ * g;
-                    for (i64 l = 0; l < g; l++) db[in[d * g + l]] = groups[d * g + pm[l]];
-                }
-            }
+            aa_sweep(B, N, G, g, P, g4c, rfam, fam_rid, fam_in, groups, cred, credt, perms, v, rsrc, rdst);
             if (single && sweep + 1 < sweeps) continue;
+            if (sweep + 1 == sweeps) {
+                /* the last sweep: F only tells the channels from the bindings that kept a self-pair
+                   (F < 0 exactly then: every other credit is >= 0), so test the pairs instead */
+                for (i64 b = 0; b < B; b++) {
+                    const i64 *sb = rsrc + b * N, *db = rdst + b * N;
+                    int selfpair = 0;
+                    for (i64 k = 0; k < N; k++) selfpair |= sb[k] == db[k];
+                    f[b] = selfpair ? -1.0 : 0.0;
+                }
+                break;
+            }
             for (i64 b = 0; b < B; b++) {
                 const i64 *rid = fam_rid + rfam[b] * N;
                 double s = 0.0;
@@ -635,16 +1014,9 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
             invr[ri] = 1.0 / rates_u[ri];
         }
         npool = 0;
-        i64 h = -1;
-        double hu = 0.0;
-        for (i64 b = 0; b < B; b++) {
-            if (!(f[b] >= 0)) continue;
-            const double u = channel_utility(rsrc + b * N, rdst + b * N, fam_rid + rfam[b] * N, rem, w, wsel,
-                                             capr, invr, N, lambda);
-            prow[npool] = b;
-            if (h < 0 || u > hu) { hu = u; h = npool; }
-            npool++;
-        }
+        for (i64 b = 0; b < B; b++) if (f[b] >= 0) prow[npool++] = b;
+        double hu;
+        const i64 h = best_channel(prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, N, lambda, &hu);
         if (h < 0 || !(hu > 0)) { npool = 0; *status = 0; break; }
         util0 = hu;
         reuse_left = reuse - 1;
@@ -678,7 +1050,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
                     }
                 }
         }
-        for (i64 k = 0; k < N; k++) { rem[so[k] * N + dso[k]] -= xo[k]; moved += xo[k]; }
+        moved = drain_lanes(rem, so, dso, xo, N, G, gof, node_of, ls, lr, dg, tro, tri);
         if (have_scores) update_scores(scores, so, dso, xo, N, G, gof, col_ptr, col_shape, col_val, dpair, touched);
         out_fam[A] = rfam[hrow];
         if (rfam[hrow] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
@@ -686,10 +1058,26 @@ VP_EXPORT i64 vp_plan(const i64 *ip, const double *dp, const i64 *groups, const 
         A++;
     }
     free(w); free(cred); free(credt); free(nterm); free(nrow); free(rused); free(pused); free(rtouched); free(order);
-    free(la); free(ld); free(li); free(srcfree); free(dstfree); free(outc); free(slot_dst); free(ls); free(lr); free(dg); free(scores); free(dgw); free(pu); free(pv); free(t_out); free(t_in); free(top);
+    free(la); free(ld); free(li); free(srcfree); free(dstfree); free(outc); free(slot_dst); free(ls); free(lr); free(dg); free(scores); free(dgw); free(pu); free(pv); free(t_out); free(t_in); free(tro); free(tri); free(top);
     free(rsrc); free(rdst); free(rfam); free(f); free(fbest); free(v);
     free(prow); free(capr); free(invr); free(flr); free(dpair); free(touched); free(touched_k);
     return A;
+}
+
+/* vp_plan with its 41 arguments packed in one array of pointers (kernel.py fills it once per
+ * binding and changes only dp and rem between calls): one argument for ctypes to convert instead of 41. */
+VP_EXPORT i64 vp_plan_packed(void *const *a) {
+    return vp_plan((const i64 *)a[0], (double *)a[1], (const i64 *)a[2], (const i64 *)a[3],
+                   (const i64 *)a[4], (const i64 *)a[5], (const double *)a[6], (const double *)a[7],
+                   (const float *)a[8], (const double *)a[9], (const i64 *)a[10], (const i64 *)a[11],
+                   (const double *)a[12], (const double *)a[13], (const i64 *)a[14], (const i64 *)a[15],
+                   (const i64 *)a[16], (const i64 *)a[17], (const double *)a[18], (const double *)a[19],
+                   (const i64 *)a[20], (const i64 *)a[21], (const i64 *)a[22], (const i64 *)a[23],
+                   (const i64 *)a[24], (const double *)a[25], (const i64 *)a[26], (const i64 *)a[27],
+                   (const double *)a[28], (const double *)a[29], (double *)a[30], (i64 *)a[31],
+                   (i64 *)a[32], (i64 *)a[33], (i64 *)a[34], (double *)a[35],
+                   (double *)a[36], (i64 *)a[37], (i64 *)a[38], (i64 *)a[39],
+                   (i64 *)a[40]);
 }
 
 /* The extension module stub: no Python-level functions. Importing

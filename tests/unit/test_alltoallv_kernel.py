@@ -214,7 +214,7 @@ def test_online_synthesized_families_are_valid_and_help_many_groups():
     assert check_schedule(s_on, t).valid
     catalog_families = {f for b in cat.buckets for f in b}
     raw = []
-    on._decompose_kernel(on._kernel_fn(), d.astype(np.float64), s_on.meta["tau_s"], raw, 10**6)
+    on._decompose_kernel(on._kernel_fn(), d.astype(np.float64), raw, 10**6)
     assert any(tuple(sorted(fam)) not in catalog_families for *_, fam in _rows(raw))
     assert evaluate(s_on, t.capacity_Bps).completion_s < evaluate(s_off, t.capacity_Bps).completion_s
 

@@ -116,3 +116,20 @@ def test_reused_channels_are_reevaluated_on_the_remaining_demand():
     s = four.plan(d)
     assert check_schedule(s, four.topology).valid
     assert len(calls) < s.n_activations <= 2 * one.plan(d).n_activations
+
+
+@pytest.mark.parametrize("name, nodes", [("r5080_bf3", 1), ("r5080_bf3", 2), ("r5080_cx8", 2)])
+@pytest.mark.parametrize("kernel", ["c", "numpy"])
+def test_the_base_quantum_is_quantum_s_on_either_loop(name, nodes, kernel):
+    # the compiled loop computes τ0 itself (the same float64 operations as quantum_s)
+    from collectives.alltoallv.kernel import load_kernel
+
+    if kernel == "c" and load_kernel() is None:
+        pytest.skip("the compiled loop is not built")
+    p = planner(name, nodes, kernel=kernel)
+    for skew, seed in ((0.6, 0), (1.2, 3)):
+        d = zipf(p.N, 8 * 2**20 + 12345, skew, seed)
+        want = quantum_s(check_demand(d, p.N), p.topology, p.params.k_target_per_rank, p.group_caps,
+                         p.max_rate_Bps, p.onehot)
+        assert p.plan(d).meta["tau_s"] == want
+    assert p.plan(np.zeros((p.N, p.N), dtype=np.int64)).meta["tau_s"] == 1e-15

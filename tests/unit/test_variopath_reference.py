@@ -33,3 +33,46 @@ def test_plans_equal_the_reference(case):
 
 def test_every_case_has_reference_data():
     assert {c["name"] for c in cases()} == set(REFERENCE)
+
+
+def _build(flags: tuple[str, ...], out: Path) -> Path | None:
+    """variopath_kernel.c compiled as setup.py does, plus ``flags``; None without a C compiler."""
+    import shlex
+    import subprocess
+    import sysconfig
+
+    cc = shlex.split(sysconfig.get_config_var("CC") or "cc")
+    src = Path(__file__).resolve().parents[2] / "collectives" / "alltoallv" / "variopath_kernel.c"
+    cmd = [*cc, "-O3", "-ffp-contract=off", "-fPIC", "-shared", f"-I{sysconfig.get_paths()['include']}", *flags,
+           str(src), "-o", str(out), "-lm"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out if done.returncode == 0 else None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags", [("-DVP_NO_AVX512",), ("-DVP_NO_AVX512", "-DVP_NO_AVX2"),
+                                   ("-U__SSE2__", "-DVP_NO_AVX512", "-DVP_NO_AVX2")],
+                         ids=["avx2", "sse2", "generic-c"])
+def test_the_narrower_simd_paths_plan_the_same(flags, tmp_path, monkeypatch):
+    # the loop picks AVX-512 / AVX2 / SSE2 variants at run time; builds kept off the wider ones
+    # (and one without the SSE2 intrinsics, the path of other CPUs) must give the same digests
+    import ctypes
+
+    from collectives.alltoallv import kernel as K
+    from variopath_reference_cases import digest, planner
+    from collectives.alltoallv.workloads import zipf
+
+    so = _build(flags, tmp_path / "k.so")
+    if so is None:
+        pytest.skip("no C compiler for the variant build")
+    lib = ctypes.CDLL(str(so))
+    fn = lib.vp_plan_packed
+    fn.restype, fn.argtypes = ctypes.c_int64, [ctypes.POINTER(ctypes.c_void_p)]
+    monkeypatch.setitem(K._LOADED, K.MODULE, K.Kernel(fn))
+    for case in (c for c in cases() if not c["slow"]):
+        p = planner.__wrapped__(case["preset"], case["platform"], case["nodes"])  # a fresh planner: this build
+        s = p.plan(zipf(p.N, case["bytes"], case["skew"], case["seed"]))
+        assert digest(s) == REFERENCE[case["name"]]["digest"], case["name"]
