@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from fabrics.network.analytical import IndependentCalls
 from fabrics.network.protocol import CollectiveCall, Completion, NetworkModel, check_in_demand
 from gxnet.plan import BREAKDOWN_KEYS, CollectiveEntry, ExecutionPlan
 
@@ -223,7 +224,12 @@ def _execute_untraced(plan: ExecutionPlan, network: NetworkModel) -> StepResult:
     """``execute`` without a trace (every Helix split of a search): the same float operations on
     each track in the same order, so the same bits, with each section's entries sorted out once
     (not once per layer) and the pending parts as lists. Every track opens a window at the same
-    entries (the step start and after each collective), so one flag serves them all."""
+    entries (the step start and after each collective), so one flag serves them all.
+
+    A model that prices calls independently (``IndependentCalls``: a call completes at its start
+    plus a price that depends on the call alone) is asked once per plan entry (``_entry_prices``)
+    and the call's end is computed here as ``register`` and ``_run_call`` compute it; any other
+    model sees every call through ``register`` / ``advance``."""
     d = plan.deployment
     launch = d.accelerator.in_graph_launch_s if plan.window_launch_s is None else plan.window_launch_s
     window_floor = plan.window_floor_s
@@ -238,6 +244,7 @@ def _execute_untraced(plan: ExecutionPlan, network: NetworkModel) -> StepResult:
     coll_time: dict[tuple[str, str, str], float] = {}
     waiter = _Waiter(network)
     checked: set[int] = set()
+    priced = _entry_prices(network, plan) if isinstance(network, IndependentCalls) else None
     call_id = 0
     t, opens = [0.0] * n, True
 
@@ -272,8 +279,16 @@ def _execute_untraced(plan: ExecutionPlan, network: NetworkModel) -> StepResult:
                     continue
                 earliest = max(t)
                 settle(t.index(earliest))  # the latest-arriving track is on the critical path
-                _, end = _run_call(e, op[1], call_id, earliest, sec.name, plan, waiter, checked, coll_time,
-                                   breakdown, calls)
+                if priced is None:
+                    _, end = _run_call(e, op[1], call_id, earliest, sec.name, plan, waiter, checked, coll_time,
+                                       breakdown, calls)
+                else:  # _run_call's arithmetic on register's completion (planning_s = 0)
+                    duration, schedule = priced(e, op[1], call_id)
+                    end = max(earliest + duration, earliest)
+                    moved = end - earliest - 0.0
+                    coll_time[op[1]] = coll_time.get(op[1], 0.0) + moved
+                    breakdown["communication"] += moved
+                    calls.append((e, sec.name, earliest, moved, 0.0, schedule))
                 call_id += 1
                 t, opens = [end] * n, True
     step = max(t)
@@ -282,3 +297,23 @@ def _execute_untraced(plan: ExecutionPlan, network: NetworkModel) -> StepResult:
                       breakdown_s=breakdown, memory_bytes_per_rank=plan.memory_bytes_per_rank,
                       collective_time_s=coll_time, collective_calls=call_id, tracks=plan.tracks, events=[],
                       call_log=tuple(calls))
+
+
+def _entry_prices(network: IndependentCalls, plan: ExecutionPlan):
+    """``priced(entry, key, call_id) -> (duration s, schedule)``: the model's price of the entry's
+    call, asked at the entry's first call of the walk (checked against the demand as ``_run_call``
+    checks it) and booked for every call, as ``register`` books it."""
+    memo: dict[int, tuple[float, str]] = {}
+    book = network.book
+
+    def priced(e: CollectiveEntry, key: tuple, call_id: int) -> tuple[float, str]:
+        hit = memo.get(id(e))
+        if hit is None:
+            call = CollectiveCall(call_id=call_id, region=e.region, axis=e.axis, collective=e.collective,
+                                  groups=e.groups, payload_bytes=e.payload_bytes, demand=e.demand)
+            check_in_demand(call, plan.demand)
+            hit = memo[id(e)] = network.call_price(call)
+        book(key, hit[1])
+        return hit
+
+    return priced
