@@ -134,6 +134,8 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
     if prepare:
         network.prepare(plan.demand, d.world)
     if not trace:
+        if isinstance(network, IndependentCalls):
+            return _execute_independent(plan, network)
         return _execute_untraced(plan, network)
     launch = d.accelerator.in_graph_launch_s if plan.window_launch_s is None else plan.window_launch_s
     window_floor = plan.window_floor_s  # engines (gxnet.kernels): persistent kernels pay their floor per window
@@ -224,12 +226,7 @@ def _execute_untraced(plan: ExecutionPlan, network: NetworkModel) -> StepResult:
     """``execute`` without a trace (every Helix split of a search): the same float operations on
     each track in the same order, so the same bits, with each section's entries sorted out once
     (not once per layer) and the pending parts as lists. Every track opens a window at the same
-    entries (the step start and after each collective), so one flag serves them all.
-
-    A model that prices calls independently (``IndependentCalls``: a call completes at its start
-    plus a price that depends on the call alone) is asked once per plan entry (``_entry_prices``)
-    and the call's end is computed here as ``register`` and ``_run_call`` compute it; any other
-    model sees every call through ``register`` / ``advance``."""
+    entries (the step start and after each collective), so one flag serves them all."""
     d = plan.deployment
     launch = d.accelerator.in_graph_launch_s if plan.window_launch_s is None else plan.window_launch_s
     window_floor = plan.window_floor_s
@@ -244,7 +241,6 @@ def _execute_untraced(plan: ExecutionPlan, network: NetworkModel) -> StepResult:
     coll_time: dict[tuple[str, str, str], float] = {}
     waiter = _Waiter(network)
     checked: set[int] = set()
-    priced = _entry_prices(network, plan) if isinstance(network, IndependentCalls) else None
     call_id = 0
     t, opens = [0.0] * n, True
 
@@ -279,16 +275,8 @@ def _execute_untraced(plan: ExecutionPlan, network: NetworkModel) -> StepResult:
                     continue
                 earliest = max(t)
                 settle(t.index(earliest))  # the latest-arriving track is on the critical path
-                if priced is None:
-                    _, end = _run_call(e, op[1], call_id, earliest, sec.name, plan, waiter, checked, coll_time,
-                                       breakdown, calls)
-                else:  # _run_call's arithmetic on register's completion (planning_s = 0)
-                    duration, schedule = priced(e, op[1], call_id)
-                    end = max(earliest + duration, earliest)
-                    moved = end - earliest - 0.0
-                    coll_time[op[1]] = coll_time.get(op[1], 0.0) + moved
-                    breakdown["communication"] += moved
-                    calls.append((e, sec.name, earliest, moved, 0.0, schedule))
+                _, end = _run_call(e, op[1], call_id, earliest, sec.name, plan, waiter, checked, coll_time,
+                                   breakdown, calls)
                 call_id += 1
                 t, opens = [end] * n, True
     step = max(t)
@@ -299,21 +287,139 @@ def _execute_untraced(plan: ExecutionPlan, network: NetworkModel) -> StepResult:
                       call_log=tuple(calls))
 
 
-def _entry_prices(network: IndependentCalls, plan: ExecutionPlan):
-    """``priced(entry, key, call_id) -> (duration s, schedule)``: the model's price of the entry's
-    call, asked at the entry's first call of the walk (checked against the demand as ``_run_call``
-    checks it) and booked for every call, as ``register`` books it."""
-    memo: dict[int, tuple[float, str]] = {}
-    book = network.book
+def _execute_independent(plan: ExecutionPlan, network: IndependentCalls) -> StepResult:
+    """``_execute_untraced`` on a model that prices calls independently (``IndependentCalls``: a
+    call completes at its start plus a price of the call alone, with no planning time), with the
+    same float operations in the same order, so the same bits, and less done per layer:
 
-    def priced(e: CollectiveEntry, key: tuple, call_id: int) -> tuple[float, str]:
-        hit = memo.get(id(e))
+    * the model is asked once per plan entry and walk (``_entry_price``); each call's end and
+      time are computed here as ``register`` and ``_run_call`` compute them, and every call's
+      schedule is booked in the model's report (at the end, in first-call order: the same dict);
+    * every collective settles and clears the pending parts of all tracks, and every track opens
+      a window after it, so the kernels between two collectives (a *segment*: runs of kernels,
+      possibly across a layer or section boundary) add the same parts to zeros every time: they
+      are summed once per distinct segment, and each track's clock goes through the segment's
+      durations in order (``_Segments``)."""
+    d = plan.deployment
+    launch = d.accelerator.in_graph_launch_s if plan.window_launch_s is None else plan.window_launch_s
+    n = len(plan.tracks)
+    segments = _Segments(n, launch, plan.window_floor_s)
+    known = segments.known
+    breakdown = dict.fromkeys(plan.breakdown_keys, 0.0)
+    calls: list[tuple] = []
+    coll_time: dict[tuple[str, str, str], float] = {}
+    used: dict[tuple[str, str, str], str] = {}
+    communication = breakdown["communication"]
+    call_id = 0
+    t, seg = [0.0] * n, ()
+    for sec in plan.sections:
+        ops, name = segments.ops(sec), sec.name
+        for _ in range(sec.repeat):
+            for op in ops:
+                if op.__class__ is int:  # a run of kernels on every track
+                    seg += (op,)
+                    continue
+                durations, parts = known.get(seg) or segments.segment(seg)
+                seg = ()
+                clocks = []
+                for x, seq in zip(t, durations):  # each track through the segment's kernels, in order
+                    for dur in seq:
+                        x += dur
+                    clocks.append(x)
+                t = clocks
+                earliest = max(t)
+                for k, v in parts[t.index(earliest)]:  # the latest-arriving track is on the critical path
+                    breakdown[k] += v
+                e, key, price = op
+                if price is None:
+                    price = op[2] = _entry_price(network, plan, e, call_id)
+                duration, schedule = price
+                end = max(earliest + duration, earliest)
+                moved = end - earliest - 0.0  # _run_call's arithmetic (planning_s = 0)
+                coll_time[key] = coll_time.get(key, 0.0) + moved
+                communication += moved
+                used[key] = schedule
+                calls.append((e, name, earliest, moved, 0.0, schedule))
+                call_id += 1
+                t = [end] * n
+    t, parts = segments.walk(seg, t)
+    step = max(t)
+    for k, v in parts[t.index(step)]:
+        breakdown[k] += v
+    breakdown["communication"] = communication
+    for key, schedule in used.items():
+        network.book(key, schedule)
+    return StepResult(decode_step_s=step, interactivity_tok_s_user=1.0 / step, throughput_tok_s=d.batch / step,
+                      breakdown_s=breakdown, memory_bytes_per_rank=plan.memory_bytes_per_rank,
+                      collective_time_s=coll_time, collective_calls=call_id, tracks=plan.tracks, events=[],
+                      call_log=tuple(calls))
+
+
+def _entry_price(network: IndependentCalls, plan: ExecutionPlan, e: CollectiveEntry, call_id: int) -> tuple[float, str]:
+    """(duration s, schedule) of the entry's call, checked against the demand as ``_run_call``
+    checks it."""
+    call = CollectiveCall(call_id=call_id, region=e.region, axis=e.axis, collective=e.collective,
+                          groups=e.groups, payload_bytes=e.payload_bytes, demand=e.demand)
+    check_in_demand(call, plan.demand)
+    return network.call_price(call)
+
+
+class _Segments:
+    """The kernels of one walk as runs and segments (``_execute_independent``).
+
+    ``ops(section)``: the section's entries, once per walk: each run of consecutive kernels as an
+    int (the run's number), each collective as ``[entry, demand key, price or None]``.
+    ``walk(runs, t)``: the track clocks after the segment made of ``runs``, from ``t`` (the
+    traced loop's additions: the window opening, then each kernel), and per track the segment's
+    nonzero pending parts in ``_PENDING`` order, as ``settle`` adds them."""
+
+    def __init__(self, n: int, launch: float, window_floor: float):
+        self.tracks = range(n)
+        self.launch, self.window_floor = launch, window_floor
+        self.opening = launch + window_floor
+        self.runs: list[list] = []  # run number -> its kernel entries
+        self._ops: dict[int, list] = {}
+        self.known: dict[tuple, tuple] = {(): ([()] * n, [()] * n)}  # runs -> (durations, parts) per track
+
+    def ops(self, sec) -> list:
+        hit = self._ops.get(id(sec))
         if hit is None:
-            call = CollectiveCall(call_id=call_id, region=e.region, axis=e.axis, collective=e.collective,
-                                  groups=e.groups, payload_bytes=e.payload_bytes, demand=e.demand)
-            check_in_demand(call, plan.demand)
-            hit = memo[id(e)] = network.call_price(call)
-        book(key, hit[1])
+            hit = self._ops[id(sec)] = []
+            for e in sec.entries:
+                if isinstance(e, CollectiveEntry):
+                    hit.append([e, (e.region, e.axis, e.collective), None])
+                elif hit and hit[-1].__class__ is int:
+                    self.runs[hit[-1]].append(e)
+                else:
+                    hit.append(len(self.runs))
+                    self.runs.append([e])
         return hit
 
-    return priced
+    def walk(self, runs: tuple, t: list) -> tuple[list, list]:
+        durations, parts = self.known.get(runs) or self.segment(runs)
+        clocks = []
+        for x, seq in zip(t, durations):
+            for dur in seq:
+                x += dur
+            clocks.append(x)
+        return clocks, parts
+
+    def segment(self, runs: tuple) -> tuple[list, list]:
+        """Per track: (opening, kernel durations...) and the pending parts summed from zero in
+        the traced loop's order; kept in ``known``."""
+        kernels = [e for r in runs for e in self.runs[r]]
+        slot = {k: i for i, k in enumerate(_PENDING)}
+        durations, parts = [], []
+        for i in self.tracks:
+            p = [0.0] * len(_PENDING)
+            p[2] += self.launch
+            p[3] += self.window_floor
+            for e in kernels:
+                dur = e.durations_s[i]
+                floor = e.floor_s[i] if e.floor_s else 0.0
+                p[slot[e.category]] += dur - floor if floor else dur
+                p[3] += floor
+            durations.append((self.opening, *(e.durations_s[i] for e in kernels)))
+            parts.append(tuple((k, v) for k, v in zip(_PENDING, p) if v))
+        self.known[runs] = durations, parts
+        return durations, parts
