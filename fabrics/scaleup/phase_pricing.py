@@ -193,9 +193,11 @@ class PhasePricer:
                 bad = int(np.flatnonzero(~np.isfinite(lat))[0])
                 raise SpecError(f"no circuit from accelerator {int(sa[bad])} to {int(da[bad])} on {self.spec.kind}; "
                                 "the schedule uses an edge the OCS plan did not configure")
-            load = np.bincount(pair, weights=nbytes, minlength=self.n_acc * self.n_acc)
+            # bytes per pair the phase uses (the same bincount sums, without an n_acc²-long array)
+            pairs, slot = np.unique(pair, return_inverse=True)
+            load = np.bincount(slot, weights=nbytes, minlength=len(pairs))
             used = load > 0
-            return float(lat.max()), float((load[used] / self.circuit_cap[used]).max(initial=0.0))
+            return float(lat.max()), float((load[used] / self.circuit_cap[pairs[used]]).max(initial=0.0))
         worst = max(np.bincount(sa, weights=nbytes).max(), np.bincount(da, weights=nbytes).max()) / self.port_cap
         rs, rd = sa // self.rack_size, da // self.rack_size
         inter = rs != rd
