@@ -311,7 +311,7 @@ def _execute_independent(plan: ExecutionPlan, network: IndependentCalls) -> Step
     used: dict[tuple[str, str, str], str] = {}
     communication = breakdown["communication"]
     call_id = 0
-    t, seg = [0.0] * n, ()
+    start, seg = 0.0, ()  # every track's clock is ``start`` at the step start and after each collective
     for sec in plan.sections:
         ops, name = segments.ops(sec), sec.name
         for _ in range(sec.repeat):
@@ -321,12 +321,12 @@ def _execute_independent(plan: ExecutionPlan, network: IndependentCalls) -> Step
                     continue
                 durations, parts = known.get(seg) or segments.segment(seg)
                 seg = ()
-                clocks = []
-                for x, seq in zip(t, durations):  # each track through the segment's kernels, in order
+                t = []
+                for seq in durations:  # each track through the segment's kernels, in order
+                    x = start
                     for dur in seq:
                         x += dur
-                    clocks.append(x)
-                t = clocks
+                    t.append(x)
                 earliest = max(t)
                 for k, v in parts[t.index(earliest)]:  # the latest-arriving track is on the critical path
                     breakdown[k] += v
@@ -334,15 +334,16 @@ def _execute_independent(plan: ExecutionPlan, network: IndependentCalls) -> Step
                 if price is None:
                     price = op[2] = _entry_price(network, plan, e, call_id)
                 duration, schedule = price
-                end = max(earliest + duration, earliest)
-                moved = end - earliest - 0.0  # _run_call's arithmetic (planning_s = 0)
+                start = earliest + duration  # _run_call's arithmetic: max(end, earliest), planning_s = 0
+                if earliest > start:
+                    start = earliest
+                moved = start - earliest - 0.0
                 coll_time[key] = coll_time.get(key, 0.0) + moved
                 communication += moved
                 used[key] = schedule
                 calls.append((e, name, earliest, moved, 0.0, schedule))
                 call_id += 1
-                t = [end] * n
-    t, parts = segments.walk(seg, t)
+    t, parts = segments.walk(seg, start)
     step = max(t)
     for k, v in parts[t.index(step)]:
         breakdown[k] += v
@@ -369,9 +370,9 @@ class _Segments:
 
     ``ops(section)``: the section's entries, once per walk: each run of consecutive kernels as an
     int (the run's number), each collective as ``[entry, demand key, price or None]``.
-    ``walk(runs, t)``: the track clocks after the segment made of ``runs``, from ``t`` (the
-    traced loop's additions: the window opening, then each kernel), and per track the segment's
-    nonzero pending parts in ``_PENDING`` order, as ``settle`` adds them."""
+    ``walk(runs, start)``: the track clocks after the segment made of ``runs``, from ``start``
+    (the traced loop's additions: the window opening, then each kernel), and per track the
+    segment's nonzero pending parts in ``_PENDING`` order, as ``settle`` adds them."""
 
     def __init__(self, n: int, launch: float, window_floor: float):
         self.tracks = range(n)
@@ -395,10 +396,11 @@ class _Segments:
                     self.runs.append([e])
         return hit
 
-    def walk(self, runs: tuple, t: list) -> tuple[list, list]:
+    def walk(self, runs: tuple, start: float) -> tuple[list, list]:
         durations, parts = self.known.get(runs) or self.segment(runs)
         clocks = []
-        for x, seq in zip(t, durations):
+        for seq in durations:
+            x = start
             for dur in seq:
                 x += dur
             clocks.append(x)
