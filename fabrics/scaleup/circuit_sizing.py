@@ -159,16 +159,47 @@ def rack_circuit_load(demand: np.ndarray, counts: np.ndarray) -> np.ndarray:
     (Plain lists: the rack graph is small and numpy's per-call cost dominated.)"""
     racks = demand.shape[0]
     flow = [[0.0] * racks for _ in range(racks)]
-    c = counts.tolist()
     dem = demand.tolist()
-    adj = [[(s, c[r][s]) for s in range(racks) if c[r][s]] for r in range(racks)]
-    into = [[(v, c[v][t]) for v in range(racks) if c[v][t]] for t in range(racks)]
-    for s in range(racks):
+    for s, (unreachable, back) in enumerate(_shortest_routes(counts)):
         row = dem[s]
         if not any(row):
             continue
+        if any(row[t] > 0 for t in unreachable):
+            return np.full((racks, racks), np.inf)
+        through = [float(x) for x in row]
+        for t, st, preds in back:  # farthest racks first: what reaches t came through its predecessors
+            tt = through[t]
+            for v, sv, cvt in preds:
+                share = tt * sv * cvt / st
+                flow[v][t] += share
+                through[v] += share
+    flow_a = np.asarray(flow)
+    return np.divide(flow_a, counts, out=np.zeros_like(flow_a), where=counts > 0)
+
+
+# circuit counts -> per source rack the shortest-route structure ``rack_circuit_load`` walks: the
+# placement sizes circuits for many demands that land on a few count matrices (17 distinct in one
+# cell's 323 loads). Explicit, keyed, bounded (oldest out); clear() is always safe.
+_ROUTES: dict = {}
+_ROUTES_KEEP = 256
+
+
+def _shortest_routes(counts: np.ndarray) -> list[tuple[tuple[int, ...], tuple]]:
+    """Per source rack s: the racks it cannot reach, and in reverse breadth-first order each
+    reached rack t with its path count σ_t and its predecessors (v, σ_v, circuits v→t) on
+    shortest circuit routes (counted with multiplicity), ascending v."""
+    key = (counts.shape, counts.dtype.str, counts.tobytes())
+    hit = _ROUTES.get(key)
+    if hit is not None:
+        return hit
+    racks = counts.shape[0]
+    c = counts.tolist()
+    adj = [[(s, c[r][s]) for s in range(racks) if c[r][s]] for r in range(racks)]
+    into = [[(v, c[v][t]) for v in range(racks) if c[v][t]] for t in range(racks)]
+    hit = []
+    for s in range(racks):
         dist = [-1] * racks
-        sigma = [0.0] * racks  # shortest circuit paths from s (counted with multiplicity)
+        sigma = [0.0] * racks
         dist[s], sigma[s] = 0, 1.0
         order = [s]
         for v in order:  # breadth-first: ``order`` grows while it is walked
@@ -179,18 +210,13 @@ def rack_circuit_load(demand: np.ndarray, counts: np.ndarray) -> np.ndarray:
                     order.append(w)
                 if dist[w] == dv:
                     sigma[w] += sv * cvw
-        if any(row[t] > 0 and dist[t] < 0 for t in range(racks)):
-            return np.full((racks, racks), np.inf)
-        through = [float(x) for x in row]
-        for t in reversed(order[1:]):
-            dt, tt, st = dist[t] - 1, through[t], sigma[t]
-            for v, cvt in into[t]:
-                if dist[v] == dt:
-                    share = tt * sigma[v] * cvt / st
-                    flow[v][t] += share
-                    through[v] += share
-    flow_a = np.asarray(flow)
-    return np.divide(flow_a, counts, out=np.zeros_like(flow_a), where=counts > 0)
+        back = tuple((t, sigma[t], tuple((v, sigma[v], cvt) for v, cvt in into[t] if dist[v] == dist[t] - 1))
+                     for t in reversed(order[1:]))
+        hit.append((tuple(t for t in range(racks) if dist[t] < 0), back))
+    if len(_ROUTES) >= _ROUTES_KEEP:
+        _ROUTES.pop(next(iter(_ROUTES)))
+    _ROUTES[key] = hit
+    return hit
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
