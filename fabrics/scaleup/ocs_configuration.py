@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from collectives.errors import SpecError
-from fabrics.scaleup.physical import OCS, PhysicalFabric
+from fabrics.scaleup.physical import OCS, Deferred, LazyMapping, PhysicalFabric
 from fabrics.scaleup.allocation import Allocation
 from fabrics.scaleup.circuit_sizing import RackCircuits, rack_circuit_counts, rack_circuits
 from fabrics.scaleup.colouring import colour_bipartite
@@ -56,35 +56,6 @@ def xor_port_permutations(world: int, generators: Mapping[int, int] | Sequence[t
 
 
 # --- OCS configuration ---------------------------------------------------------------------
-
-
-class LazyMapping(Mapping):
-    """A read-only mapping built by ``build()`` on first use: ``configure_ocs`` validates its
-    circuits at once but leaves the cross-connects (18 432 at 512 all-OCS ranks) and the per-pair
-    table to whoever reads them (a simulator traces paths; the analytical pricer reads the
-    ``circuit_arrays``)."""
-
-    __slots__ = ("_build", "_value")
-
-    def __init__(self, build):
-        self._build, self._value = build, None
-
-    def _mapping(self) -> Mapping:
-        if self._value is None:
-            self._value, self._build = self._build(), None
-        return self._value
-
-    def __getitem__(self, key):
-        return self._mapping()[key]
-
-    def get(self, key, default=None):
-        return self._mapping().get(key, default)
-
-    def __iter__(self):
-        return iter(self._mapping())
-
-    def __len__(self) -> int:
-        return len(self._mapping())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,9 +94,9 @@ def configure_ocs(fabric: PhysicalFabric, allocation: Allocation,
     acc = allocation.accelerators
     _check_permutations(fabric, np.asarray(acc, dtype=np.int64), perms)
     arrays = _permutation_arrays(fabric, acc, perms)
-    return OcsConfiguration(cross=LazyMapping(lambda: _cross_connects(fabric, acc, perms)),
-                            port_permutations=tuple(perms),
-                            circuit_table=LazyMapping(lambda: _circuit_dict(arrays)), circuit_arrays=arrays)
+    cross, table = Deferred(lambda: _cross_connects(fabric, acc, perms)), Deferred(lambda: _circuit_dict(arrays))
+    return OcsConfiguration(cross=LazyMapping(cross), port_permutations=tuple(perms),
+                            circuit_table=LazyMapping(table), circuit_arrays=arrays)
 
 
 def _check_permutations(fabric: PhysicalFabric, acc: np.ndarray, perms) -> None:

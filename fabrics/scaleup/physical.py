@@ -24,7 +24,7 @@ OCS devices forward nothing until configured (see ``fabrics.scaleup.ocs_configur
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from collectives.errors import SpecError
 from collectives.registry import Registry
@@ -185,9 +185,9 @@ class PhysicalFabric:
     spec: FabricSpec
     devices: tuple[Device, ...]
     cables: tuple[Cable, ...]
-    links: tuple[Link, ...]
+    links: Sequence[Link]  # directed links, built when first read (a simulator, path tracing)
     chips: tuple[ChipGroup, ...]
-    out_link: Mapping[tuple[int, int], int]  # (device, port) -> directed link leaving it
+    out_link: Mapping[tuple[int, int], int]  # (device, port) -> directed link leaving it (built with links)
     level1: tuple[tuple[int, ...], ...]  # [rack][rail] -> device id
     level2: tuple[tuple[int, ...], ...]  # [rail][uplink] -> device id (two-level only)
 
@@ -322,17 +322,78 @@ def _construct(spec: FabricSpec) -> PhysicalFabric:
         chips.append(ChipGroup(kind=k2, level=2, chips=-(-logical // per_chip), ports_per_chip=spec.switch_radix,
                                logical_per_chip=per_chip))
 
+    cables_t = tuple(cables)
+    directed = Deferred(lambda: _directed_links(cables_t, float(spec.link_rate_Bps)))
+    return PhysicalFabric(spec=spec, devices=tuple(devices), cables=cables_t,
+                          links=LazySequence(lambda: directed()[0]), chips=tuple(chips),
+                          out_link=LazyMapping(lambda: directed()[1]), level1=tuple(map(tuple, level1)),
+                          level2=tuple(map(tuple, level2)))
+
+
+def _directed_links(cables: tuple[Cable, ...], rate_Bps: float) -> tuple[tuple[Link, ...], dict[tuple[int, int], int]]:
+    """Two directed links per cable (ids 2c and 2c+1) and the link leaving each (device, port)."""
     links: list[Link] = []
     out_link: dict[tuple[int, int], int] = {}
-    rate = float(spec.link_rate_Bps)
     for c in cables:
         for src, sp, dst, dp in ((c.a, c.a_port, c.b, c.b_port), (c.b, c.b_port, c.a, c.a_port)):
             out_link[(src, sp)] = len(links)
-            links.append(Link(id=len(links), src=src, src_port=sp, dst=dst, dst_port=dp, rate_Bps=rate,
+            links.append(Link(id=len(links), src=src, src_port=sp, dst=dst, dst_port=dp, rate_Bps=rate_Bps,
                               latency_s=c.latency_s, medium=c.medium))
-    return PhysicalFabric(spec=spec, devices=tuple(devices), cables=tuple(cables), links=tuple(links),
-                          chips=tuple(chips), out_link=out_link, level1=tuple(map(tuple, level1)),
-                          level2=tuple(map(tuple, level2)))
+    return tuple(links), out_link
+
+
+class Deferred:
+    """``build()``'s value, built on the first call and kept (what a fabric or a configuration
+    can leave until someone reads it: a simulator's directed links, an OCS's cross-connects)."""
+
+    __slots__ = ("_build", "_value")
+
+    def __init__(self, build):
+        self._build, self._value = build, None
+
+    def __call__(self):
+        if self._build is not None:
+            self._value, self._build = self._build(), None
+        return self._value
+
+
+class LazySequence(Sequence):
+    """A read-only sequence that is ``get()`` (a ``Deferred`` value), built on first use."""
+
+    __slots__ = ("_get",)
+
+    def __init__(self, get):
+        self._get = get
+
+    def __getitem__(self, index):
+        return self._get()[index]
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __iter__(self):
+        return iter(self._get())
+
+
+class LazyMapping(Mapping):
+    """A read-only mapping that is ``get()`` (a ``Deferred`` value), built on first use."""
+
+    __slots__ = ("_get",)
+
+    def __init__(self, get):
+        self._get = get
+
+    def __getitem__(self, key):
+        return self._get()[key]
+
+    def get(self, key, default=None):
+        return self._get().get(key, default)
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
 
 
 # registry of the scale-up fabric kinds (option names of conf/fabric/)
