@@ -313,14 +313,18 @@ def _execute_independent(plan: ExecutionPlan, network: IndependentCalls) -> Step
     call_id = 0
     start, seg = 0.0, ()  # every track's clock is ``start`` at the step start and after each collective
     for sec in plan.sections:
-        ops, name = segments.ops(sec), sec.name
+        head, ops, tail = segments.layout(sec)
+        name = sec.name
         for _ in range(sec.repeat):
+            if not ops:  # kernels only: they join the next collective's segment
+                seg += head
+                continue
             for op in ops:
-                if op.__class__ is int:  # a run of kernels on every track
-                    seg += (op,)
-                    continue
-                durations, parts = known.get(seg) or segments.segment(seg)
-                seg = ()
+                e, key, price, segment = op
+                if segment is None:  # the section's first collective: the kernels since the last one
+                    runs = seg + head
+                    segment = known.get(runs) or segments.segment(runs)
+                durations, parts = segment
                 t = []
                 for seq in durations:  # each track through the segment's kernels, in order
                     x = start
@@ -330,7 +334,6 @@ def _execute_independent(plan: ExecutionPlan, network: IndependentCalls) -> Step
                 earliest = max(t)
                 for k, v in parts[t.index(earliest)]:  # the latest-arriving track is on the critical path
                     breakdown[k] += v
-                e, key, price = op
                 if price is None:
                     price = op[2] = _entry_price(network, plan, e, call_id)
                 duration, schedule = price
@@ -343,6 +346,7 @@ def _execute_independent(plan: ExecutionPlan, network: IndependentCalls) -> Step
                 used[key] = schedule
                 calls.append((e, name, earliest, moved, 0.0, schedule))
                 call_id += 1
+            seg = tail
     t, parts = segments.walk(seg, start)
     step = max(t)
     for k, v in parts[t.index(step)]:
@@ -368,36 +372,45 @@ def _entry_price(network: IndependentCalls, plan: ExecutionPlan, e: CollectiveEn
 class _Segments:
     """The kernels of one walk as runs and segments (``_execute_independent``).
 
-    ``ops(section)``: the section's entries, once per walk: each run of consecutive kernels as an
-    int (the run's number), each collective as ``[entry, demand key, price or None]``.
-    ``walk(runs, start)``: the track clocks after the segment made of ``runs``, from ``start``
-    (the traced loop's additions: the window opening, then each kernel), and per track the
-    segment's nonzero pending parts in ``_PENDING`` order, as ``settle`` adds them."""
+    ``layout(section)``, once per walk: ``(head, ops, tail)``, the runs of consecutive kernels
+    (by number) before the section's first collective and after its last, and per collective
+    ``[entry, demand key, price or None, segment]``: the segment of the kernels since the
+    previous collective of the section (None for the first, whose kernels start in the previous
+    layer or section). ``walk(runs, start)``: the track clocks after the segment made of
+    ``runs``, from ``start`` (the traced loop's additions: the window opening, then each kernel),
+    and per track the segment's nonzero pending parts in ``_PENDING`` order, as ``settle`` adds
+    them."""
 
     def __init__(self, n: int, launch: float, window_floor: float):
         self.tracks = range(n)
         self.launch, self.window_floor = launch, window_floor
         self.opening = launch + window_floor
         self.runs: list[list] = []  # run number -> its kernel entries
-        self._ops: dict[int, list] = {}
+        self._layouts: dict[int, tuple] = {}
         self.known: dict[tuple, tuple] = {(): ([()] * n, [()] * n)}  # runs -> (durations, parts) per track
 
-    def ops(self, sec) -> list:
-        hit = self._ops.get(id(sec))
+    def layout(self, sec) -> tuple[tuple, list, tuple]:
+        hit = self._layouts.get(id(sec))
         if hit is None:
-            hit = self._ops[id(sec)] = []
+            head, ops, runs, after_kernel = None, [], [], False  # runs: since the last collective
             for e in sec.entries:
                 if isinstance(e, CollectiveEntry):
-                    hit.append([e, (e.region, e.axis, e.collective), None])
-                elif hit and hit[-1].__class__ is int:
-                    self.runs[hit[-1]].append(e)
+                    segment = None if head is None else self.segment(tuple(runs))
+                    head = tuple(runs) if head is None else head
+                    ops.append([e, (e.region, e.axis, e.collective), None, segment])
+                    runs, after_kernel = [], False
+                elif after_kernel:
+                    self.runs[runs[-1]].append(e)
                 else:
-                    hit.append(len(self.runs))
+                    runs.append(len(self.runs))
                     self.runs.append([e])
+                    after_kernel = True
+            hit = (tuple(runs), [], ()) if head is None else (head, ops, tuple(runs))
+            self._layouts[id(sec)] = hit
         return hit
 
     def walk(self, runs: tuple, start: float) -> tuple[list, list]:
-        durations, parts = self.known.get(runs) or self.segment(runs)
+        durations, parts = self.segment(runs)
         clocks = []
         for seq in durations:
             x = start
@@ -408,7 +421,10 @@ class _Segments:
 
     def segment(self, runs: tuple) -> tuple[list, list]:
         """Per track: (opening, kernel durations...) and the pending parts summed from zero in
-        the traced loop's order; kept in ``known``."""
+        the traced loop's order; kept in ``known`` (no kernels: no window opens)."""
+        hit = self.known.get(runs)
+        if hit is not None:
+            return hit
         kernels = [e for r in runs for e in self.runs[r]]
         slot = {k: i for i, k in enumerate(_PENDING)}
         durations, parts = [], []

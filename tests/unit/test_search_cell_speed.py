@@ -160,3 +160,23 @@ def test_independent_calls_walk_with_kernel_floors_to_the_bit(engine_name):
     full = execute(plan, _single_level(), trace=True)
     assert fast.summary() == full.summary() and fast.collective_calls > 0
     assert [c[1:] for c in fast.call_log] == [c[1:] for c in full.call_log]
+
+
+def test_independent_calls_walk_on_odd_section_shapes_to_the_bit():
+    """Sections that start or end with a collective, hold only kernels, repeat zero times or carry
+    kernels into the next section: the segments of the walk must still be the traced loop's."""
+    from dataclasses import replace
+
+    from gxnet.plan import CollectiveEntry, PlanSection
+
+    plan = build_plan(deployment(batch=4, parallel=(8, 64, 256, 2), context=32_768))
+    entries = [e for s in plan.sections for e in s.entries]
+    (c1, c2), (k1, k2) = ([e for e in entries if isinstance(e, CollectiveEntry)][:2],
+                          [e for e in entries if not isinstance(e, CollectiveEntry)][1:3])
+    shapes = [("a", 2, (c1, k1, c2)), ("b", 3, (k1, k2)), ("c", 0, (k1, c1)), ("d", 2, (c1, c2, k1)),
+              ("e", 1, (k2,)), ("f", 2, (k2, c2, k1, k2, c1))]
+    odd = replace(plan, sections=tuple(PlanSection(name, r, es) for name, r, es in shapes))
+    fast = execute(odd, _single_level(), trace=False)
+    full = execute(odd, _single_level(), trace=True)
+    assert fast.summary() == full.summary() and fast.collective_calls == 2 * 2 + 2 * 2 + 2 * 2
+    assert [c[1:] for c in fast.call_log] == [c[1:] for c in full.call_log]
