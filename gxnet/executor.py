@@ -325,14 +325,23 @@ def _execute_independent(plan: ExecutionPlan, network: IndependentCalls) -> Step
                     runs = seg + head
                     segment = known.get(runs) or segments.segment(runs)
                 durations, parts = segment
-                t = []
-                for seq in durations:  # each track through the segment's kernels, in order
-                    x = start
-                    for dur in seq:
+                if n == 2:  # max() and list.index() of the general case, on two clocks
+                    x = y = start
+                    for dur in durations[0]:  # each track through the segment's kernels, in order
                         x += dur
-                    t.append(x)
-                earliest = max(t)
-                for k, v in parts[t.index(earliest)]:  # the latest-arriving track is on the critical path
+                    for dur in durations[1]:
+                        y += dur
+                    earliest, latest = (y, parts[1]) if y > x else (x, parts[0])
+                else:
+                    t = []
+                    for seq in durations:
+                        x = start
+                        for dur in seq:
+                            x += dur
+                        t.append(x)
+                    earliest = max(t)
+                    latest = parts[t.index(earliest)]
+                for k, v in latest:  # the latest-arriving track is on the critical path
                     breakdown[k] += v
                 if price is None:
                     price = op[2] = _entry_price(network, plan, e, call_id)
