@@ -180,3 +180,26 @@ def test_independent_calls_walk_on_odd_section_shapes_to_the_bit():
     full = execute(odd, _single_level(), trace=True)
     assert fast.summary() == full.summary() and fast.collective_calls == 2 * 2 + 2 * 2 + 2 * 2
     assert [c[1:] for c in fast.call_log] == [c[1:] for c in full.call_log]
+
+
+@pytest.mark.parametrize("tracks", [1, 3])
+def test_independent_calls_walk_with_one_or_three_tracks_to_the_bit(tracks):
+    """Decode plans have one or two tracks; other plans (expert-parallel phases) may have more."""
+    from dataclasses import replace
+
+    from gxnet.plan import ComputeEntry, PlanSection, Track
+
+    plan = build_plan(deployment(batch=4, parallel=(8, 64, 256, 2), context=32_768))
+
+    def widened(e):
+        if not isinstance(e, ComputeEntry):
+            return e
+        grow = tuple(e.durations_s[0] * (1 + 0.37 * k) for k in range(tracks))  # track 2 the slowest: exercised
+        return replace(e, durations_s=grow, flops=(e.flops[0],) * tracks, hbm_bytes=(e.hbm_bytes[0],) * tracks)
+
+    sections = tuple(PlanSection(s.name, s.repeat, tuple(widened(e) for e in s.entries)) for s in plan.sections)
+    wide = replace(plan, sections=sections, tracks=tuple(Track(f"t{k}", 1, 1) for k in range(tracks)))
+    fast = execute(wide, _single_level(), trace=False)
+    full = execute(wide, _single_level(), trace=True)
+    assert fast.summary() == full.summary() and len(fast.tracks) == tracks
+    assert [c[1:] for c in fast.call_log] == [c[1:] for c in full.call_log]
