@@ -333,12 +333,7 @@ def _execute_independent(plan: ExecutionPlan, network: IndependentCalls) -> Step
                         y += dur
                     earliest, latest = (y, parts[1]) if y > x else (x, parts[0])
                 else:
-                    t = []
-                    for seq in durations:
-                        x = start
-                        for dur in seq:
-                            x += dur
-                        t.append(x)
+                    t = _clocks(durations, start)
                     earliest = max(t)
                     latest = parts[t.index(earliest)]
                 for k, v in latest:  # the latest-arriving track is on the critical path
@@ -376,6 +371,17 @@ def _entry_price(network: IndependentCalls, plan: ExecutionPlan, e: CollectiveEn
                           groups=e.groups, payload_bytes=e.payload_bytes, demand=e.demand)
     check_in_demand(call, plan.demand)
     return network.call_price(call)
+
+
+def _clocks(durations: list, start: float) -> list[float]:
+    """Each track's clock from ``start`` through its durations, in order."""
+    out = []
+    for seq in durations:
+        x = start
+        for dur in seq:
+            x += dur
+        out.append(x)
+    return out
 
 
 class _Segments:
@@ -420,13 +426,7 @@ class _Segments:
 
     def walk(self, runs: tuple, start: float) -> tuple[list, list]:
         durations, parts = self.segment(runs)
-        clocks = []
-        for seq in durations:
-            x = start
-            for dur in seq:
-                x += dur
-            clocks.append(x)
-        return clocks, parts
+        return _clocks(durations, start), parts
 
     def segment(self, runs: tuple) -> tuple[list, list]:
         """Per track: (opening, kernel durations...) and the pending parts summed from zero in

@@ -24,6 +24,7 @@ OCS devices forward nothing until configured (see ``fabrics.scaleup.ocs_configur
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Mapping, Sequence
 
 from collectives.errors import SpecError
@@ -238,26 +239,13 @@ def _forwarding_latency_s(kind: str, latency: LatencyBudget) -> float:
 
 # FabricSpec -> PhysicalFabric: a fabric is a value of its frozen spec, and a search cell builds
 # the same one for its network model and for its power (and every cell of the sweep on that
-# fabric again); ~0.35 s and ≈ 15 MB each at 576 accelerators. Explicit, keyed, bounded (oldest
-# out); clear_fabric_cache() is always safe.
-_BUILT: dict = {}
-_BUILT_KEEP = 4
-
-
+# fabric again). Explicit, keyed, bounded (least recently used out); build_fabric.cache_clear()
+# is always safe.
+@lru_cache(maxsize=4)
 def build_fabric(spec: FabricSpec) -> PhysicalFabric:
     """The devices, cables and chips of ``spec`` (Appendix C.7), built once per spec and shared
     (a ``PhysicalFabric`` is immutable)."""
-    hit = _BUILT.pop(spec, None)
-    if hit is None:
-        hit = _construct(spec)
-    _BUILT[spec] = hit  # most recent last
-    while len(_BUILT) > _BUILT_KEEP:
-        _BUILT.pop(next(iter(_BUILT)))
-    return hit
-
-
-def clear_fabric_cache() -> None:
-    _BUILT.clear()
+    return _construct(spec)
 
 
 def _construct(spec: FabricSpec) -> PhysicalFabric:
@@ -357,26 +345,8 @@ class Deferred:
         return self._value
 
 
-class LazySequence(Sequence):
-    """A read-only sequence that is ``get()`` (a ``Deferred`` value), built on first use."""
-
-    __slots__ = ("_get",)
-
-    def __init__(self, get):
-        self._get = get
-
-    def __getitem__(self, index):
-        return self._get()[index]
-
-    def __len__(self) -> int:
-        return len(self._get())
-
-    def __iter__(self):
-        return iter(self._get())
-
-
-class LazyMapping(Mapping):
-    """A read-only mapping that is ``get()`` (a ``Deferred`` value), built on first use."""
+class _LazyView:
+    """Read-only access to ``get()`` (a ``Deferred`` value), built on first use."""
 
     __slots__ = ("_get",)
 
@@ -386,14 +356,22 @@ class LazyMapping(Mapping):
     def __getitem__(self, key):
         return self._get()[key]
 
-    def get(self, key, default=None):
-        return self._get().get(key, default)
+    def __len__(self) -> int:
+        return len(self._get())
 
     def __iter__(self):
         return iter(self._get())
 
-    def __len__(self) -> int:
-        return len(self._get())
+
+class LazySequence(_LazyView, Sequence):
+    __slots__ = ()
+
+
+class LazyMapping(_LazyView, Mapping):
+    __slots__ = ()
+
+    def get(self, key, default=None):
+        return self._get().get(key, default)
 
 
 # registry of the scale-up fabric kinds (option names of conf/fabric/)
