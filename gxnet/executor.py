@@ -15,6 +15,11 @@ the caller); a collective outside the declared demand raises (``check_in_demand`
 ``planning_s`` (online AlltoAllv planning on PCIe) is charged on the critical path and reported
 apart from the data movement, under ``planning`` in the breakdown. The same executor runs decode
 steps (``gxnet.plan``) and expert-parallel prefill/decode phases (``gxnet.ep_phase``).
+
+Without a trace (every split of a search) a model whose calls are priced independently
+(``fabrics.network.analytical.IndependentCalls``) is walked by ``_execute_independent``: the
+same numbers, to the bit, with each plan entry priced once and the kernels between collectives
+summed once per walk; any other model goes through ``register`` / ``advance`` for every call.
 """
 
 from __future__ import annotations
