@@ -20,7 +20,9 @@ it ends and the medians:
 ``--compare REF --cells`` measures the point work alone the same way: the six cells of batch 1
 (three fabrics x two contexts) in one fresh process per run, CPU seconds per cell, and whether
 every variant gives the same results; ``--cell-list all_ocs`` runs the ten all-OCS cells (batches
-1-16 x 32K, 5M, colocated as a worker runs them) instead, or give any comma-separated list.
+1-16 x 32K, 5M, colocated as a worker runs them), ``--cell-list all`` the 30 cells of the
+figure-4 search in sweep order, or give any comma-separated list. Each tree plans with its own
+OCS plan store, warmed by one untimed run; the after tree is also timed with an empty store.
 """
 
 from __future__ import annotations
@@ -163,36 +165,44 @@ def cell_worker(cells: list[str]) -> None:
 
 
 def compare_cells(ref: str, after_ref: str, repeats: int, cells=CELLS) -> None:
-    """Point work before/after: the cells of one Megatron batch in one fresh process each run
-    (colocated as a sweep runs them), CPU seconds (not inflated by a loaded machine), results
-    digests compared."""
+    """Point work before/after: the cells in one fresh process per run (colocated as a sweep runs
+    them), CPU seconds (not inflated by a loaded machine), results digests compared. Each tree
+    has its own OCS plan store, filled by one untimed run first ("warm"); "cold" runs the after
+    tree with an empty store each time."""
     import shutil
 
-    label = {"before": f"before ({ref})", "cold": f"{after_ref}, cold plan store", "warm": f"{after_ref}, warm plan store"}
+    label = {"before": f"before ({ref}), warm store", "cold": f"{after_ref}, cold plan store",
+             "warm": f"{after_ref}, warm plan store"}
     runs: dict[str, list[list[dict]]] = {k: [] for k in label}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         trees = {"before": export_commit(ref, tmp / "before"), "after": export_commit(after_ref, tmp / "after")}
-        store = tmp / "plan-store"
+        stores = {"before": tmp / "store-before", "warm": tmp / "store-after", "cold": tmp / "store-cold"}
+
+        def cells_run(key: str) -> list[dict]:
+            tree = "before" if key == "before" else "after"
+            env = dict(os.environ, PYTHONPATH=str(trees[tree]), GX_PLAN_STORE=str(stores[key]))
+            proc = subprocess.run([sys.executable, __file__, "--cell-worker", *cells], cwd=trees[tree],
+                                  capture_output=True, text=True, env=env)
+            if proc.returncode:
+                sys.exit(f"cells of {tree} failed:\n{proc.stderr[-3000:]}")
+            return json.loads(proc.stdout.split("CELLS", 1)[1])
+
+        cells_run("before"), cells_run("warm")  # fill each tree's store (untimed)
         for r in range(repeats):
-            shutil.rmtree(store, ignore_errors=True)
-            for key, tree in (("before", "before"), ("cold", "after"), ("warm", "after")):
-                env = dict(os.environ, PYTHONPATH=str(trees[tree]), GX_PLAN_STORE=str(store))
-                proc = subprocess.run([sys.executable, __file__, "--cell-worker", *cells], cwd=trees[tree],
-                                      capture_output=True, text=True, env=env)
-                if proc.returncode:
-                    sys.exit(f"cells of {tree} failed:\n{proc.stderr[-3000:]}")
-                runs[key].append(json.loads(proc.stdout.split("CELLS", 1)[1]))
-                print(f"  run {r + 1}: {label[key]:<30} CPU {sum(c['cpu_s'] for c in runs[key][-1]):7.1f} s", flush=True)
+            shutil.rmtree(stores["cold"], ignore_errors=True)
+            for key in ("before", "cold", "warm"):
+                runs[key].append(cells_run(key))
+                print(f"  run {r + 1}: {label[key]:<34} CPU {sum(c['cpu_s'] for c in runs[key][-1]):7.1f} s", flush=True)
     print(f"search cells in one process, CPU s, median of {repeats} run(s):")
-    print(f"{'cell':<16}" + "".join(f"{label[k]:>32}" for k in label) + "   same results")
+    print(f"{'cell':<16}" + "".join(f"{label[k]:>36}" for k in label) + "   same results")
     for i, cell in enumerate(cells):
         meds = [statistics.median(run[i]["cpu_s"] for run in runs[k]) for k in label]
         same = len({run[i]["digest"] for k in label for run in runs[k]}) == 1
-        print(f"{cell:<16}" + "".join(f"{m:>32.2f}" for m in meds) + f"   {'yes' if same else 'NO'}")
+        print(f"{cell:<16}" + "".join(f"{m:>36.2f}" for m in meds) + f"   {'yes' if same else 'NO'}")
     totals = {k: statistics.median(sum(c["cpu_s"] for c in run) for run in runs[k]) for k in label}
-    print(f"{'total':<16}" + "".join(f"{totals[k]:>32.2f}" for k in label))
-    print(f"speed-up over {ref}: cold store {totals['before'] / totals['cold']:.2f}x, "
+    print(f"{'total':<16}" + "".join(f"{totals[k]:>36.2f}" for k in label))
+    print(f"speed-up over {ref} (warm store): cold store {totals['before'] / totals['cold']:.2f}x, "
           f"warm store {totals['before'] / totals['warm']:.2f}x")
 
 
@@ -201,7 +211,8 @@ def main() -> None:
     ap.add_argument("--cell-worker", nargs="+", help=argparse.SUPPRESS)
     ap.add_argument("--cells", action="store_true", help="with --compare: point work of single cells, CPU s")
     ap.add_argument("--cell-list", metavar="CELLS", help="with --cells: comma-separated fabric:batch:context cells "
-                    "run in order in one process (default: the six batch-1 cells); 'all_ocs' = the ten all-OCS cells")
+                    "run in order in one process (default: the six batch-1 cells); 'all_ocs' = the ten all-OCS "
+                    "cells, 'all' = the 30 cells of figure4_megatron")
     ap.add_argument("--compare", metavar="REF", help="before/after: git commit --after against git commit REF")
     ap.add_argument("--after", default="HEAD", help="the 'after' commit of --compare (default HEAD)")
     ap.add_argument("--tracking", choices=("on", "off"), default="on", help="MLflow in --compare runs")
@@ -214,8 +225,9 @@ def main() -> None:
         return
     if args.compare and args.cells:
         cells = CELLS
-        if args.cell_list == "all_ocs":
-            cells = tuple(f"all_ocs:{b}:{c}" for b in (1, 2, 4, 8, 16) for c in ("32K", "5M"))
+        if args.cell_list in ("all_ocs", "all"):  # sweep order: fabric, then batch, then context
+            fabrics = ("all_ocs",) if args.cell_list == "all_ocs" else ("all_ocs", "hybrid", "all_eps")
+            cells = tuple(f"{f}:{b}:{c}" for f in fabrics for b in (1, 2, 4, 8, 16) for c in ("32K", "5M"))
         elif args.cell_list:
             cells = tuple(args.cell_list.split(","))
         compare_cells(args.compare, args.after, args.repeats, cells)

@@ -15,6 +15,11 @@ the caller); a collective outside the declared demand raises (``check_in_demand`
 ``planning_s`` (online AlltoAllv planning on PCIe) is charged on the critical path and reported
 apart from the data movement, under ``planning`` in the breakdown. The same executor runs decode
 steps (``gxnet.plan``) and expert-parallel prefill/decode phases (``gxnet.ep_phase``).
+
+Without a trace (every split of a search) a model whose calls are priced independently
+(``fabrics.network.analytical.IndependentCalls``) is walked by ``_execute_independent``: the
+same numbers, to the bit, with each plan entry priced once and the kernels between collectives
+summed once per walk; any other model goes through ``register`` / ``advance`` for every call.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from fabrics.network.analytical import IndependentCalls
 from fabrics.network.protocol import CollectiveCall, Completion, NetworkModel, check_in_demand
 from gxnet.plan import BREAKDOWN_KEYS, CollectiveEntry, ExecutionPlan
 
@@ -133,6 +139,8 @@ def execute(plan: ExecutionPlan, network: NetworkModel, *, prepare: bool = True,
     if prepare:
         network.prepare(plan.demand, d.world)
     if not trace:
+        if isinstance(network, IndependentCalls):
+            return _execute_independent(plan, network)
         return _execute_untraced(plan, network)
     launch = d.accelerator.in_graph_launch_s if plan.window_launch_s is None else plan.window_launch_s
     window_floor = plan.window_floor_s  # engines (gxnet.kernels): persistent kernels pay their floor per window
@@ -282,3 +290,168 @@ def _execute_untraced(plan: ExecutionPlan, network: NetworkModel) -> StepResult:
                       breakdown_s=breakdown, memory_bytes_per_rank=plan.memory_bytes_per_rank,
                       collective_time_s=coll_time, collective_calls=call_id, tracks=plan.tracks, events=[],
                       call_log=tuple(calls))
+
+
+def _execute_independent(plan: ExecutionPlan, network: IndependentCalls) -> StepResult:
+    """``_execute_untraced`` on a model that prices calls independently (``IndependentCalls``: a
+    call completes at its start plus a price of the call alone, with no planning time), with the
+    same float operations in the same order, so the same bits, and less done per layer:
+
+    * the model is asked once per plan entry and walk (``_entry_price``); each call's end and
+      time are computed here as ``register`` and ``_run_call`` compute them, and every call's
+      schedule is booked in the model's report (at the end, in first-call order: the same dict);
+    * every collective settles and clears the pending parts of all tracks, and every track opens
+      a window after it, so the kernels between two collectives (a *segment*: runs of kernels,
+      possibly across a layer or section boundary) add the same parts to zeros every time: they
+      are summed once per distinct segment, and each track's clock goes through the segment's
+      durations in order (``_Segments``)."""
+    d = plan.deployment
+    launch = d.accelerator.in_graph_launch_s if plan.window_launch_s is None else plan.window_launch_s
+    n = len(plan.tracks)
+    segments = _Segments(n, launch, plan.window_floor_s)
+    known = segments.known
+    breakdown = dict.fromkeys(plan.breakdown_keys, 0.0)
+    calls: list[tuple] = []
+    coll_time: dict[tuple[str, str, str], float] = {}
+    used: dict[tuple[str, str, str], str] = {}
+    communication = breakdown["communication"]
+    call_id = 0
+    start, seg = 0.0, ()  # every track's clock is ``start`` at the step start and after each collective
+    for sec in plan.sections:
+        head, ops, tail = segments.layout(sec)
+        name = sec.name
+        for _ in range(sec.repeat):
+            if not ops:  # kernels only: they join the next collective's segment
+                seg += head
+                continue
+            for op in ops:
+                e, key, price, segment = op
+                if segment is None:  # the section's first collective: the kernels since the last one
+                    runs = seg + head
+                    segment = known.get(runs) or segments.segment(runs)
+                durations, parts = segment
+                if n == 2:  # max() and list.index() of the general case, on two clocks
+                    x = y = start
+                    for dur in durations[0]:  # each track through the segment's kernels, in order
+                        x += dur
+                    for dur in durations[1]:
+                        y += dur
+                    earliest, latest = (y, parts[1]) if y > x else (x, parts[0])
+                else:
+                    t = _clocks(durations, start)
+                    earliest = max(t)
+                    latest = parts[t.index(earliest)]
+                for k, v in latest:  # the latest-arriving track is on the critical path
+                    breakdown[k] += v
+                if price is None:
+                    price = op[2] = _entry_price(network, plan, e, call_id)
+                duration, schedule = price
+                start = earliest + duration  # _run_call's arithmetic: max(end, earliest), planning_s = 0
+                if earliest > start:
+                    start = earliest
+                moved = start - earliest - 0.0
+                coll_time[key] = coll_time.get(key, 0.0) + moved
+                communication += moved
+                used[key] = schedule
+                calls.append((e, name, earliest, moved, 0.0, schedule))
+                call_id += 1
+            seg = tail
+    t, parts = segments.walk(seg, start)
+    step = max(t)
+    for k, v in parts[t.index(step)]:
+        breakdown[k] += v
+    breakdown["communication"] = communication
+    for key, schedule in used.items():
+        network.book(key, schedule)
+    return StepResult(decode_step_s=step, interactivity_tok_s_user=1.0 / step, throughput_tok_s=d.batch / step,
+                      breakdown_s=breakdown, memory_bytes_per_rank=plan.memory_bytes_per_rank,
+                      collective_time_s=coll_time, collective_calls=call_id, tracks=plan.tracks, events=[],
+                      call_log=tuple(calls))
+
+
+def _entry_price(network: IndependentCalls, plan: ExecutionPlan, e: CollectiveEntry, call_id: int) -> tuple[float, str]:
+    """(duration s, schedule) of the entry's call, checked against the demand as ``_run_call``
+    checks it."""
+    call = CollectiveCall(call_id=call_id, region=e.region, axis=e.axis, collective=e.collective,
+                          groups=e.groups, payload_bytes=e.payload_bytes, demand=e.demand)
+    check_in_demand(call, plan.demand)
+    return network.call_price(call)
+
+
+def _clocks(durations: list, start: float) -> list[float]:
+    """Each track's clock from ``start`` through its durations, in order."""
+    out = []
+    for seq in durations:
+        x = start
+        for dur in seq:
+            x += dur
+        out.append(x)
+    return out
+
+
+class _Segments:
+    """The kernels of one walk as runs and segments (``_execute_independent``).
+
+    ``layout(section)``, once per walk: ``(head, ops, tail)``, the runs of consecutive kernels
+    (by number) before the section's first collective and after its last, and per collective
+    ``[entry, demand key, price or None, segment]``: the segment of the kernels since the
+    previous collective of the section (None for the first, whose kernels start in the previous
+    layer or section). ``walk(runs, start)``: the track clocks after the segment made of
+    ``runs``, from ``start`` (the traced loop's additions: the window opening, then each kernel),
+    and per track the segment's nonzero pending parts in ``_PENDING`` order, as ``settle`` adds
+    them."""
+
+    def __init__(self, n: int, launch: float, window_floor: float):
+        self.tracks = range(n)
+        self.launch, self.window_floor = launch, window_floor
+        self.opening = launch + window_floor
+        self.runs: list[list] = []  # run number -> its kernel entries
+        self._layouts: dict[int, tuple] = {}
+        self.known: dict[tuple, tuple] = {(): ([()] * n, [()] * n)}  # runs -> (durations, parts) per track
+
+    def layout(self, sec) -> tuple[tuple, list, tuple]:
+        hit = self._layouts.get(id(sec))
+        if hit is None:
+            head, ops, runs, after_kernel = None, [], [], False  # runs: since the last collective
+            for e in sec.entries:
+                if isinstance(e, CollectiveEntry):
+                    segment = None if head is None else self.segment(tuple(runs))
+                    head = tuple(runs) if head is None else head
+                    ops.append([e, (e.region, e.axis, e.collective), None, segment])
+                    runs, after_kernel = [], False
+                elif after_kernel:
+                    self.runs[runs[-1]].append(e)
+                else:
+                    runs.append(len(self.runs))
+                    self.runs.append([e])
+                    after_kernel = True
+            hit = (tuple(runs), [], ()) if head is None else (head, ops, tuple(runs))
+            self._layouts[id(sec)] = hit
+        return hit
+
+    def walk(self, runs: tuple, start: float) -> tuple[list, list]:
+        durations, parts = self.segment(runs)
+        return _clocks(durations, start), parts
+
+    def segment(self, runs: tuple) -> tuple[list, list]:
+        """Per track: (opening, kernel durations...) and the pending parts summed from zero in
+        the traced loop's order; kept in ``known`` (no kernels: no window opens)."""
+        hit = self.known.get(runs)
+        if hit is not None:
+            return hit
+        kernels = [e for r in runs for e in self.runs[r]]
+        slot = {k: i for i, k in enumerate(_PENDING)}
+        durations, parts = [], []
+        for i in self.tracks:
+            p = [0.0] * len(_PENDING)
+            p[2] += self.launch
+            p[3] += self.window_floor
+            for e in kernels:
+                dur = e.durations_s[i]
+                floor = e.floor_s[i] if e.floor_s else 0.0
+                p[slot[e.category]] += dur - floor if floor else dur
+                p[3] += floor
+            durations.append((self.opening, *(e.durations_s[i] for e in kernels)))
+            parts.append(tuple((k, v) for k, v in zip(_PENDING, p) if v))
+        self.known[runs] = durations, parts
+        return durations, parts

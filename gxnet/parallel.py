@@ -145,7 +145,10 @@ def _canonical_axis(axis: str) -> str:
     return {"tp": "tpe", "dpa": "kvp"}.get(axis, axis)
 
 
-@lru_cache(maxsize=256)  # explicit keyed cache: rank groups of one mesh axis
+# explicit keyed cache: rank groups of one mesh axis. A search cell walks its 72 Helix splits
+# (~360 distinct axes at world 512, ≈ 10 kB each) in the same order every cell: below that
+# an LRU is emptied before any reuse
+@lru_cache(maxsize=1024)
 def axis_groups(kvp: int, tpa: int, ep: int, tpe: int, axis: str) -> tuple[tuple[int, ...], ...]:
     n = kvp * tpa
     if axis == "world":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -93,7 +94,8 @@ def _water_fill(demand: np.ndarray, up_ports: int, *, reserve_ring: bool) -> np.
     """One circuit at a time to the free pair with the highest priority (demand: bytes per circuit
     after adding it, D'Hondt; fill: fewest circuits), ties in circulant order. A pair that loses its
     free uplink never regains it, so each phase is a heap with lazy deletion (one live entry per
-    pair) instead of a scan of all pairs per circuit."""
+    pair) instead of a scan of all pairs per circuit; the fill phase starts from the pairs that
+    still have a free uplink at both ends (the others would be popped only to be dropped)."""
     racks = demand.shape[0]
     counts = [[0] * racks for _ in range(racks)]
     out_free = [up_ports] * racks
@@ -104,32 +106,36 @@ def _water_fill(demand: np.ndarray, up_ports: int, *, reserve_ring: bool) -> np.
         out_free = [f - 1 for f in out_free]
         in_free = [f - 1 for f in in_free]
     d = demand.tolist()
-
-    def order(r: int, s: int) -> int:
-        return ((s - r) % racks) * racks + r  # circulant tie-break
-
-    for phase in ("demand", "fill"):
-        heap = []
-        for r in range(racks):
-            for s in range(racks):
-                if r != s and (phase == "fill" or d[r][s] > 0):
-                    heap.append(_fill_key(phase, d[r][s], counts[r][s], order(r, s), r, s))
-        heapq.heapify(heap)
-        while heap:
-            *_, r, s = heapq.heappop(heap)
-            if out_free[r] <= 0 or in_free[s] <= 0:
-                continue  # permanently full: drop
-            counts[r][s] += 1
-            out_free[r] -= 1
-            in_free[s] -= 1
-            heapq.heappush(heap, _fill_key(phase, d[r][s], counts[r][s], order(r, s), r, s))
+    pairs = _circulant_pairs(racks)
+    # demand phase: largest demand / (circuits + 1) first (Jefferson/D'Hondt)
+    heap = [(-(d[r][s] / (counts[r][s] + 1)), o, r, s) for o, r, s in pairs if d[r][s] > 0]
+    _fill(heap, counts, out_free, in_free, lambda r, s, c: -(d[r][s] / (c + 1)))
+    # fill phase: fewest circuits first
+    heap = [(float(counts[r][s]), o, r, s) for o, r, s in pairs if out_free[r] > 0 and in_free[s] > 0]
+    _fill(heap, counts, out_free, in_free, lambda r, s, c: float(c))
     return np.asarray(counts, dtype=np.int64)
 
 
-def _fill_key(phase: str, demand: float, count: int, order: int, r: int, s: int) -> tuple:
-    # demand phase: largest demand / (circuits + 1) first (Jefferson/D'Hondt); fill: fewest circuits
-    prio = demand / (count + 1) if phase == "demand" else -float(count)
-    return (-prio, order, r, s)
+@lru_cache(maxsize=64)  # explicit keyed cache: racks -> pairs; safe to clear
+def _circulant_pairs(racks: int) -> tuple[tuple[int, int, int], ...]:
+    """(circulant tie-break order, r, s) of every ordered pair of different racks."""
+    return tuple((((s - r) % racks) * racks + r, r, s) for r in range(racks) for s in range(racks) if r != s)
+
+
+def _fill(heap: list, counts: list, out_free: list, in_free: list, key) -> None:
+    """Pop (key, order, r, s) entries, smallest first: a pair with a free uplink at both ends gets
+    one more circuit and goes back with ``key(r, s, its circuits)``; a full one is dropped."""
+    heapq.heapify(heap)
+    pop, push = heapq.heappop, heapq.heappush
+    while heap:
+        _, o, r, s = pop(heap)
+        if out_free[r] <= 0 or in_free[s] <= 0:
+            continue  # permanently full: drop
+        row = counts[r]
+        row[s] += 1
+        out_free[r] -= 1
+        in_free[s] -= 1
+        push(heap, (key(r, s, row[s]), o, r, s))
 
 
 def _strongly_connected(counts: np.ndarray) -> bool:
@@ -153,38 +159,64 @@ def rack_circuit_load(demand: np.ndarray, counts: np.ndarray) -> np.ndarray:
     (Plain lists: the rack graph is small and numpy's per-call cost dominated.)"""
     racks = demand.shape[0]
     flow = [[0.0] * racks for _ in range(racks)]
-    c = counts.tolist()
     dem = demand.tolist()
-    adj = [[s for s in range(racks) if c[r][s]] for r in range(racks)]
-    into = [[v for v in range(racks) if c[v][t]] for t in range(racks)]
-    for s in range(racks):
+    for s, (unreachable, back) in enumerate(_shortest_routes(counts)):
         row = dem[s]
         if not any(row):
             continue
+        if any(row[t] > 0 for t in unreachable):
+            return np.full((racks, racks), np.inf)
+        through = [float(x) for x in row]
+        for t, st, preds in back:  # farthest racks first: what reaches t came through its predecessors
+            tt = through[t]
+            for v, sv, cvt in preds:
+                share = tt * sv * cvt / st
+                flow[v][t] += share
+                through[v] += share
+    flow_a = np.asarray(flow)
+    return np.divide(flow_a, counts, out=np.zeros_like(flow_a), where=counts > 0)
+
+
+# circuit counts -> per source rack the shortest-route structure ``rack_circuit_load`` walks: the
+# placement sizes circuits for many demands that land on a few count matrices (17 distinct in one
+# cell's 323 loads). Explicit, keyed, bounded (oldest out); clear() is always safe.
+_ROUTES: dict = {}
+_ROUTES_KEEP = 256
+
+
+def _shortest_routes(counts: np.ndarray) -> list[tuple[tuple[int, ...], tuple]]:
+    """Per source rack s: the racks it cannot reach, and in reverse breadth-first order each
+    reached rack t with its path count σ_t and its predecessors (v, σ_v, circuits v→t) on
+    shortest circuit routes (counted with multiplicity), ascending v."""
+    key = (counts.shape, counts.dtype.str, counts.tobytes())
+    hit = _ROUTES.get(key)
+    if hit is not None:
+        return hit
+    racks = counts.shape[0]
+    c = counts.tolist()
+    adj = [[(s, c[r][s]) for s in range(racks) if c[r][s]] for r in range(racks)]
+    into = [[(v, c[v][t]) for v in range(racks) if c[v][t]] for t in range(racks)]
+    hit = []
+    for s in range(racks):
         dist = [-1] * racks
         sigma = [0.0] * racks
         dist[s], sigma[s] = 0, 1.0
-        order, head = [s], 0
-        while head < len(order):
-            v = order[head]
-            head += 1
-            for w in adj[v]:
+        order = [s]
+        for v in order:  # breadth-first: ``order`` grows while it is walked
+            dv, sv = dist[v] + 1, sigma[v]
+            for w, cvw in adj[v]:
                 if dist[w] < 0:
-                    dist[w] = dist[v] + 1
+                    dist[w] = dv
                     order.append(w)
-                if dist[w] == dist[v] + 1:
-                    sigma[w] += sigma[v] * c[v][w]
-        if any(row[t] > 0 and dist[t] < 0 for t in range(racks)):
-            return np.full((racks, racks), np.inf)
-        through = [float(x) for x in row]
-        for t in reversed(order[1:]):
-            for v in into[t]:
-                if dist[v] == dist[t] - 1:
-                    share = through[t] * sigma[v] * c[v][t] / sigma[t]
-                    flow[v][t] += share
-                    through[v] += share
-    flow_a = np.asarray(flow)
-    return np.divide(flow_a, counts, out=np.zeros_like(flow_a), where=counts > 0)
+                if dist[w] == dv:
+                    sigma[w] += sv * cvw
+        back = tuple((t, sigma[t], tuple((v, sigma[v], cvt) for v, cvt in into[t] if dist[v] == dist[t] - 1))
+                     for t in reversed(order[1:]))
+        hit.append((tuple(t for t in range(racks) if dist[t] < 0), back))
+    if len(_ROUTES) >= _ROUTES_KEEP:
+        _ROUTES.pop(next(iter(_ROUTES)))
+    _ROUTES[key] = hit
+    return hit
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

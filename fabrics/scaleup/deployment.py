@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -122,6 +123,7 @@ def _routed_pricer(fabric: PhysicalFabric, world: int, circuits, build):
 
 def clear_routed_cache() -> None:
     _ROUTED.clear()
+    _mesh_axis_array.cache_clear()
     _HYBRID.clear()
     _HYBRID_OCS.clear()
 
@@ -158,18 +160,28 @@ def demand_step_time_s(pricer: PhasePricer, demand, world: int) -> float:
     """Σ calls·T over the demand rows with the best native schedule each (row-major region meshes,
     as ``gxnet.parallel`` numbers ranks): the predicted communication time of one step."""
     from fabrics.scaleup.native import native_phases, native_schedules
-    from fabrics.planner.demand import _region_meshes, mesh_axis_groups
+    from fabrics.planner.demand import _region_meshes
 
     total = 0.0
     for shape, cells in _region_meshes(demand, world):
         for i, row in enumerate(cells):
             if row is None or row.collective == "none" or row.ranks < 2 or row.calls_per_step == 0:
                 continue
-            groups = np.asarray(mesh_axis_groups(shape, i), dtype=np.int64)
+            groups = _mesh_axis_array(tuple(shape), i)
             best = min(pricer.schedule_line(native_phases(row.collective, name, row.ranks), groups)
                        .time_s(row.payload_bytes) for name in native_schedules(row.collective))
             total += row.calls_per_step * best
     return total
+
+
+@lru_cache(maxsize=256)  # explicit keyed cache: (mesh shape, axis) -> its groups; the splits of a search share them
+def _mesh_axis_array(shape: tuple[int, ...], axis: int) -> np.ndarray:
+    """``mesh_axis_groups`` as a read-only (groups × ranks) array."""
+    from fabrics.planner.demand import mesh_axis_groups
+
+    groups = np.asarray(mesh_axis_groups(shape, axis), dtype=np.int64)
+    groups.flags.writeable = False
+    return groups
 
 
 # Hybrid deployments, explicit and keyed, safe to clear (clear_routed_cache clears them too):

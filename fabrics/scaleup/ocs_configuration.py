@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from collectives.errors import SpecError
-from fabrics.scaleup.physical import OCS, PhysicalFabric
+from fabrics.scaleup.physical import OCS, Deferred, LazyMapping, PhysicalFabric
 from fabrics.scaleup.allocation import Allocation
 from fabrics.scaleup.circuit_sizing import RackCircuits, rack_circuit_counts, rack_circuits
 from fabrics.scaleup.colouring import colour_bipartite
@@ -69,6 +69,9 @@ class OcsConfiguration:
     # ``route`` would find by following every circuit through ``cross`` (it does so when absent)
     circuit_table: Mapping[tuple[int, int], tuple[int, tuple[int, int, int]]] | None = field(default=None, repr=False,
                                                                                                compare=False)
+    # the same table as arrays (src acc, dst acc, circuits, inside one rack), one entry per pair
+    circuit_arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False,
+                                                                                           compare=False)
 
     def circuits(self) -> int:
         return sum(len(v) for v in self.cross.values())
@@ -76,25 +79,59 @@ class OcsConfiguration:
 
 def configure_ocs(fabric: PhysicalFabric, allocation: Allocation,
                   port_permutations: Sequence[Sequence[int] | None]) -> OcsConfiguration:
-    """Circuits of a ``single_ocs`` / ``all_ocs`` fabric: port j of rank x reaches rank π_j(x)."""
+    """Circuits of a ``single_ocs`` / ``all_ocs`` fabric: port j of rank x reaches rank π_j(x).
+
+    Every port's permutation is checked here (a permutation of the ranks; across racks at most
+    ``up_ports`` circuits leave and enter a rack per rail, which is when the uplink colouring
+    succeeds, König); the cross-connects and the per-pair table are built when first read."""
     spec = fabric.spec
     if spec.level1_kind != OCS:
         raise SpecError(f"fabric {spec.kind} has no accelerator-facing OCS; use hybrid_configuration or EPS routing")
     allocation.check_fits(fabric)
-    perms = list(port_permutations)
+    perms = [None if perm is None else tuple(perm) for perm in port_permutations]
     if len(perms) > spec.ports:
         raise SpecError(f"{len(perms)} port permutations exceed the {spec.ports} ports per accelerator")
-    world = allocation.world
     acc = allocation.accelerators
+    _check_permutations(fabric, np.asarray(acc, dtype=np.int64), perms)
+    arrays = _permutation_arrays(fabric, acc, perms)
+    cross, table = Deferred(lambda: _cross_connects(fabric, acc, perms)), Deferred(lambda: _circuit_dict(arrays))
+    return OcsConfiguration(cross=LazyMapping(cross), port_permutations=tuple(perms),
+                            circuit_table=LazyMapping(table), circuit_arrays=arrays)
+
+
+def _check_permutations(fabric: PhysicalFabric, acc: np.ndarray, perms) -> None:
+    """Raise for the first port whose permutation is not one of the ranks or, on two levels, sends
+    more circuits out of (or into) a rack than it has uplinks per rail."""
+    spec, world = fabric.spec, len(acc)
+    seen: set = set()
+    for j, perm in enumerate(perms):
+        if perm is None or perm in seen:
+            continue
+        y = np.asarray(perm, dtype=np.int64)
+        if len(perm) != world or not np.array_equal(np.sort(y), np.arange(world)):
+            raise SpecError(f"port {j}: the logical topology must give a permutation of the {world} ranks")
+        seen.add(perm)
+        if spec.levels == 1:
+            continue
+        rs, rd = acc // spec.rack_size, acc[y] // spec.rack_size
+        inter = rs != rd
+        if inter.any() and max(np.bincount(rs[inter]).max(), np.bincount(rd[inter]).max()) > spec.up_ports:
+            raise SpecError(
+                f"port {j}: more circuits leave a rack than its {spec.up_ports} uplinks per rail; "
+                "raise fabric.up_ports (non-blocking: up_ports = down_ports)"
+            )
+
+
+def _cross_connects(fabric: PhysicalFabric, acc: Sequence[int], perms) -> dict[int, dict[int, int]]:
+    """``cross[device][ingress port] = egress port`` of checked permutations; across racks the
+    uplink of each circuit comes from a bipartite edge colouring (one per distinct permutation)."""
+    spec = fabric.spec
     cross: dict[int, dict[int, int]] = defaultdict(dict)
     down = spec.rack_size
     colourings: dict[tuple[int, ...], list[int]] = {}  # ports carrying the same permutation share it
     for j, perm in enumerate(perms):
         if perm is None:
             continue
-        perm = tuple(perm)
-        if perm not in colourings and sorted(perm) != list(range(world)):
-            raise SpecError(f"port {j}: the logical topology must give a permutation of the {world} ranks")
         if spec.levels == 1:
             dev = fabric.level1[0][j]
             for x, y in enumerate(perm):
@@ -111,28 +148,19 @@ def configure_ocs(fabric: PhysicalFabric, allocation: Allocation,
                 cross[fabric.level1[rs][j]][s % down] = d % down
             else:
                 inter.append((rs, rd, s, d))
-        try:
-            colour = colourings.get(perm)
-            if colour is None:
-                colour = colourings[perm] = colour_bipartite([(rs, rd) for rs, rd, _, _ in inter], spec.up_ports)
-        except ValueError:
-            raise SpecError(
-                f"port {j}: more circuits leave a rack than its {spec.up_ports} uplinks per rail; "
-                "raise fabric.up_ports (non-blocking: up_ports = down_ports)"
-            ) from None
+        colour = colourings.get(perm)
+        if colour is None:
+            colour = colourings[perm] = colour_bipartite([(rs, rd) for rs, rd, _, _ in inter], spec.up_ports)
         for (rs, rd, s, d), u in zip(inter, colour):
             cross[fabric.level1[rs][j]][s % down] = down + u
             cross[fabric.level2[j][u]][rs] = rd
             cross[fabric.level1[rd][j]][down + u] = d % down
-    return OcsConfiguration(cross={k: dict(v) for k, v in cross.items()},
-                            port_permutations=tuple(None if p is None else tuple(p) for p in perms),
-                            circuit_table=_permutation_circuits(fabric, acc, perms))
+    return {k: dict(v) for k, v in cross.items()}
 
 
-def _permutation_circuits(fabric: PhysicalFabric, acc: Sequence[int], perms) -> dict:
-    """Circuits per accelerator pair of rank permutations on ports, with their hop counts: one OCS
-    pass inside a rack (or on a single level), three (level 1, 2, 1) and two level-2 cables
-    between racks (C.7), as ``route`` finds by following the cross-connects."""
+def _permutation_arrays(fabric: PhysicalFabric, acc: Sequence[int], perms):
+    """Circuits per accelerator pair of rank permutations on ports (src, dst, circuits, whether the
+    pair shares a rack), pairs in ascending (src, dst) order."""
     spec = fabric.spec
     accs = np.asarray(acc, dtype=np.int64)
     n = fabric.accelerators
@@ -145,12 +173,23 @@ def _permutation_circuits(fabric: PhysicalFabric, acc: Sequence[int], perms) -> 
         moved = x != y
         codes.append(accs[x[moved]] * n + accs[y[moved]])
     if not codes:
-        return {}
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, np.zeros(0, dtype=bool)
     pairs, counts = np.unique(np.concatenate(codes), return_counts=True)
     src, dst = pairs // n, pairs % n
     local = np.ones(len(pairs), dtype=bool) if spec.levels == 1 else (src // spec.rack_size == dst // spec.rack_size)
-    one, three = (0, 1, 0), (0, 3, 2)
-    return {(s, d): (c, one if lo else three)
+    return src, dst, counts, local
+
+
+ONE_PASS, THREE_PASSES = (0, 1, 0), (0, 3, 2)  # (EPS hops, OCS passes, level-2 cables)
+
+
+def _circuit_dict(arrays) -> dict:
+    """The per-pair circuit table with hop counts: one OCS pass inside a rack (or on a single
+    level), three (level 1, 2, 1) and two level-2 cables between racks (C.7), as ``route`` finds
+    by following the cross-connects."""
+    src, dst, counts, local = arrays
+    return {(s, d): (c, ONE_PASS if lo else THREE_PASSES)
             for s, d, c, lo in zip(src.tolist(), dst.tolist(), counts.tolist(), local.tolist())}
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from collectives.errors import SpecError
 from fabrics.scaleup.physical import ACCELERATOR, EPS, OCS, PhysicalFabric
@@ -50,7 +50,7 @@ class RoutedFabric:
     _ocs_paths: dict = field(default_factory=dict, repr=False)  # (src acc, dst acc) -> paths, per traced source
     _rack_routes: dict = field(default_factory=dict, repr=False)
     # OCS: (src acc, dst acc) -> (circuits, (eps hops, ocs passes, level-2 cables) of the fewest-pass one)
-    _circuits: dict = field(default_factory=dict, repr=False)
+    _circuits: Mapping = field(default_factory=dict, repr=False)
     _traced: set = field(default_factory=set, repr=False)  # sources whose full paths are in _ocs_paths
     _rack_dist: dict = field(default_factory=dict, repr=False)  # hybrid: source rack -> {rack: circuit hops}
 
@@ -238,10 +238,11 @@ def route(fabric: PhysicalFabric, allocation: Allocation, ocs: OcsConfiguration 
         raise SpecError("the hybrid fabric needs its level-2 circuits; build them with hybrid_for_demand")
     if spec.level1_kind == OCS and ocs is None:
         raise SpecError(f"fabric {spec.kind} needs an OCS configuration; build it with configure_ocs")
+    if spec.level1_kind == OCS and ocs.circuit_table is not None:  # read-only, shared with the configuration
+        return RoutedFabric(fabric=fabric, allocation=allocation, ocs=ocs, _circuits=ocs.circuit_table)
     routed = RoutedFabric(fabric=fabric, allocation=allocation, ocs=ocs)
     if spec.level1_kind == OCS:
-        table = ocs.circuit_table
-        routed._circuits.update(_circuit_table(routed) if table is None else table)
+        routed._circuits.update(_circuit_table(routed))
     return routed
 
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from collectives.errors import SpecError
 from fabrics.scaleup.native import PhaseArrays
+from fabrics.scaleup.ocs_configuration import ONE_PASS, THREE_PASSES
 from fabrics.scaleup.physical import EPS, OCS
 from fabrics.scaleup.paths import RoutedFabric
 
@@ -154,7 +155,10 @@ class PhasePricer:
         self.circuits = np.zeros(n * n, dtype=np.int64)
         self.ocs_latency_s = np.full(n * n, np.inf)
         table = routed._circuits
-        if table:
+        ocs = routed.ocs
+        if ocs is not None and ocs.circuit_arrays is not None and table is ocs.circuit_table:
+            self._init_ocs_arrays(ocs.circuit_arrays)
+        elif table:
             pairs = np.fromiter((a * n + b for a, b in table), dtype=np.int64, count=len(table))
             self.circuits[pairs] = np.fromiter((c for c, _ in table.values()), dtype=np.int64, count=len(table))
             latency = self.spec.latency.path_latency_s
@@ -163,6 +167,15 @@ class PhasePricer:
             self.ocs_latency_s[pairs] = np.fromiter((by_hops[h] for _, h in table.values()), dtype=float,
                                                     count=len(table))
         self.circuit_cap = self.circuits * self.spec.link_rate_Bps
+
+    def _init_ocs_arrays(self, arrays) -> None:
+        """``_init_ocs`` from the configuration's circuit arrays (the same table, without a dict)."""
+        src, dst, counts, local = arrays
+        pairs = src * self.n_acc + dst
+        self.circuits[pairs] = counts
+        latency = self.spec.latency.path_latency_s
+        one, three = (latency(eps_hops=h[0], ocs_passes=h[1], level2_cables=h[2]) for h in (ONE_PASS, THREE_PASSES))
+        self.ocs_latency_s[pairs] = np.where(local, one, three)
 
     # -- pricing ------------------------------------------------------------------------------
     def phase_cost(self, src_rank: np.ndarray, dst_rank: np.ndarray, nbytes: np.ndarray) -> tuple[float, float]:
@@ -180,9 +193,11 @@ class PhasePricer:
                 bad = int(np.flatnonzero(~np.isfinite(lat))[0])
                 raise SpecError(f"no circuit from accelerator {int(sa[bad])} to {int(da[bad])} on {self.spec.kind}; "
                                 "the schedule uses an edge the OCS plan did not configure")
-            load = np.bincount(pair, weights=nbytes, minlength=self.n_acc * self.n_acc)
+            # bytes per pair the phase uses (the same bincount sums, without an n_acc²-long array)
+            pairs, slot = np.unique(pair, return_inverse=True)
+            load = np.bincount(slot, weights=nbytes, minlength=len(pairs))
             used = load > 0
-            return float(lat.max()), float((load[used] / self.circuit_cap[used]).max(initial=0.0))
+            return float(lat.max()), float((load[used] / self.circuit_cap[pairs[used]]).max(initial=0.0))
         worst = max(np.bincount(sa, weights=nbytes).max(), np.bincount(da, weights=nbytes).max()) / self.port_cap
         rs, rd = sa // self.rack_size, da // self.rack_size
         inter = rs != rd

@@ -24,7 +24,8 @@ OCS devices forward nothing until configured (see ``fabrics.scaleup.ocs_configur
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from functools import lru_cache
+from typing import Mapping, Sequence
 
 from collectives.errors import SpecError
 from collectives.registry import Registry
@@ -185,9 +186,9 @@ class PhysicalFabric:
     spec: FabricSpec
     devices: tuple[Device, ...]
     cables: tuple[Cable, ...]
-    links: tuple[Link, ...]
+    links: Sequence[Link]  # directed links, built when first read (a simulator, path tracing)
     chips: tuple[ChipGroup, ...]
-    out_link: Mapping[tuple[int, int], int]  # (device, port) -> directed link leaving it
+    out_link: Mapping[tuple[int, int], int]  # (device, port) -> directed link leaving it (built with links)
     level1: tuple[tuple[int, ...], ...]  # [rack][rail] -> device id
     level2: tuple[tuple[int, ...], ...]  # [rail][uplink] -> device id (two-level only)
 
@@ -236,8 +237,18 @@ def _forwarding_latency_s(kind: str, latency: LatencyBudget) -> float:
     return latency.switch_total_s if kind == EPS else latency.ocs_pass_through_s
 
 
+# FabricSpec -> PhysicalFabric: a fabric is a value of its frozen spec, and a search cell builds
+# the same one for its network model and for its power (and every cell of the sweep on that
+# fabric again). Explicit, keyed, bounded (least recently used out); build_fabric.cache_clear()
+# is always safe.
+@lru_cache(maxsize=4)
 def build_fabric(spec: FabricSpec) -> PhysicalFabric:
-    """Construct the devices, cables and chips of ``spec`` (Appendix C.7)."""
+    """The devices, cables and chips of ``spec`` (Appendix C.7), built once per spec and shared
+    (a ``PhysicalFabric`` is immutable)."""
+    return _construct(spec)
+
+
+def _construct(spec: FabricSpec) -> PhysicalFabric:
     n, L, lat = spec.accelerators, spec.ports, spec.latency
     devices: list[Device] = [
         Device(id=a, kind=ACCELERATOR, level=0, ports=L, forwarding_latency_s=0.0, rack=a // spec.rack_size)
@@ -299,17 +310,68 @@ def build_fabric(spec: FabricSpec) -> PhysicalFabric:
         chips.append(ChipGroup(kind=k2, level=2, chips=-(-logical // per_chip), ports_per_chip=spec.switch_radix,
                                logical_per_chip=per_chip))
 
+    cables_t = tuple(cables)
+    directed = Deferred(lambda: _directed_links(cables_t, float(spec.link_rate_Bps)))
+    return PhysicalFabric(spec=spec, devices=tuple(devices), cables=cables_t,
+                          links=LazySequence(lambda: directed()[0]), chips=tuple(chips),
+                          out_link=LazyMapping(lambda: directed()[1]), level1=tuple(map(tuple, level1)),
+                          level2=tuple(map(tuple, level2)))
+
+
+def _directed_links(cables: tuple[Cable, ...], rate_Bps: float) -> tuple[tuple[Link, ...], dict[tuple[int, int], int]]:
+    """Two directed links per cable (ids 2c and 2c+1) and the link leaving each (device, port)."""
     links: list[Link] = []
     out_link: dict[tuple[int, int], int] = {}
-    rate = float(spec.link_rate_Bps)
     for c in cables:
         for src, sp, dst, dp in ((c.a, c.a_port, c.b, c.b_port), (c.b, c.b_port, c.a, c.a_port)):
             out_link[(src, sp)] = len(links)
-            links.append(Link(id=len(links), src=src, src_port=sp, dst=dst, dst_port=dp, rate_Bps=rate,
+            links.append(Link(id=len(links), src=src, src_port=sp, dst=dst, dst_port=dp, rate_Bps=rate_Bps,
                               latency_s=c.latency_s, medium=c.medium))
-    return PhysicalFabric(spec=spec, devices=tuple(devices), cables=tuple(cables), links=tuple(links),
-                          chips=tuple(chips), out_link=out_link, level1=tuple(map(tuple, level1)),
-                          level2=tuple(map(tuple, level2)))
+    return tuple(links), out_link
+
+
+class Deferred:
+    """``build()``'s value, built on the first call and kept (what a fabric or a configuration
+    can leave until someone reads it: a simulator's directed links, an OCS's cross-connects)."""
+
+    __slots__ = ("_build", "_value")
+
+    def __init__(self, build):
+        self._build, self._value = build, None
+
+    def __call__(self):
+        if self._build is not None:
+            self._value, self._build = self._build(), None
+        return self._value
+
+
+class _LazyView:
+    """Read-only access to ``get()`` (a ``Deferred`` value), built on first use."""
+
+    __slots__ = ("_get",)
+
+    def __init__(self, get):
+        self._get = get
+
+    def __getitem__(self, key):
+        return self._get()[key]
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __iter__(self):
+        return iter(self._get())
+
+
+class LazySequence(_LazyView, Sequence):
+    __slots__ = ()
+
+
+class LazyMapping(_LazyView, Mapping):
+    __slots__ = ()
+
+    def get(self, key, default=None):
+        return self._get().get(key, default)
 
 
 # registry of the scale-up fabric kinds (option names of conf/fabric/)

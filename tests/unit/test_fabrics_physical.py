@@ -113,3 +113,27 @@ def test_spec_is_frozen():
     with pytest.raises(Exception):
         spec.ports = 5  # type: ignore[misc]
     assert build_fabric(spec).component_counts()["eps_chips"] == 4
+
+
+def test_a_fabric_is_built_once_per_spec_and_its_links_when_first_read():
+    """Network model and power build the fabric of the same frozen spec: one object, kept in a
+    bounded cache that is safe to clear; the directed links follow the cables when read."""
+    spec = fabric_spec_from_dict({"kind": "all_eps", "ports": 4, "link_rate": R, "down_ports": 8,
+                                  "up_ports": 2}, world=32)
+    twin = fabric_spec_from_dict({"kind": "all_eps", "ports": 4, "link_rate": R, "down_ports": 8,
+                                  "up_ports": 2}, world=32)
+    f = build_fabric(spec)
+    assert twin == spec and twin is not spec and build_fabric(twin) is f
+    for k in range(1, 8):  # other specs push it out: the cache stays bounded
+        build_fabric(fabric_spec_from_dict({"kind": "all_eps", "ports": 4, "link_rate": R * k, "down_ports": 8,
+                                            "up_ports": 2}, world=32))
+    assert build_fabric.cache_info().currsize <= build_fabric.cache_info().maxsize and build_fabric(spec) is not f
+    build_fabric.cache_clear()
+    g = build_fabric(spec)
+    assert g is not build_fabric(fabric_spec_from_dict({"kind": "all_eps", "ports": 2, "link_rate": R, "down_ports": 8,
+                                                        "up_ports": 2}, world=32))
+    assert len(g.links) == 2 * len(g.cables) and len(g.out_link) == len(g.links)
+    for c_id, c in enumerate(g.cables[:20]):  # links 2c and 2c+1 are the two directions of cable c
+        there, back = g.links[2 * c_id], g.links[2 * c_id + 1]
+        assert (there.src, there.dst, back.src, back.dst) == (c.a, c.b, c.b, c.a)
+        assert g.out_link[(c.a, c.a_port)] == 2 * c_id and g.out_link[(c.b, c.b_port)] == 2 * c_id + 1

@@ -102,3 +102,104 @@ def test_circuit_sizing_is_invariant_to_a_power_of_two_scale():
             assert C.rack_circuit_load(scaled, counts).tobytes() == (load * scale).tobytes()
             fresh = float(C.rack_circuit_load(scaled, C.rack_circuit_counts(scaled, up)).max(initial=0.0))
             assert C.busiest_circuit_bytes(scaled, up) == fresh
+
+
+def _single_level():
+    from fabrics.network.analytical import AnalyticalSingleLevel, SingleLevelParams
+
+    return AnalyticalSingleLevel(SingleLevelParams(hop_latency_s=0.81e-6, link_rate_Bps=5e10, ports=36))
+
+
+class _Opaque:
+    """The same model seen only through the protocol (not an IndependentCalls): the general loop."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("parallel,batch", [((4, 128, 16, 32), 16), ((8, 64, 256, 2), 3), ((512, 1, 32, 16), 1)])
+def test_independent_calls_walk_is_the_traced_walk_to_the_bit(parallel, batch):
+    """A model with independent call prices is asked once per entry and its calls are timed by the
+    executor itself: the same step, breakdown, per-call log and booked schedules as the traced
+    loop and the general untraced loop (both go through register / advance for every call)."""
+    from gxnet.executor import _execute_untraced
+
+    plan = build_plan(deployment(batch=batch, parallel=parallel, context=32_768))
+    nets = [_single_level() for _ in range(3)]
+    fast = execute(plan, nets[0], trace=False)
+    full = execute(plan, nets[1], trace=True)
+    nets[2].prepare(plan.demand, plan.deployment.world)
+    general = _execute_untraced(plan, _Opaque(nets[2]))
+    assert fast.summary() == full.summary() == general.summary()
+    assert [c[1:] for c in fast.call_log] == [c[1:] for c in full.call_log] == [c[1:] for c in general.call_log]
+    assert [c[0] for c in fast.call_log] == [c[0] for c in full.call_log]
+    assert nets[0].report() == nets[1].report() == nets[2].report()
+    assert fast.summary()["breakdown_s"]["communication"] > 0
+
+
+@pytest.mark.parametrize("engine_name", ["cuda_graph", "eager", "persistent"])
+def test_independent_calls_walk_with_kernel_floors_to_the_bit(engine_name):
+    """Engine plans (per-kernel floors, per-window floors, two pending parts more) on 8 GPUs."""
+    import yaml
+
+    from gxnet.deployment import Deployment, precision_from_dict
+    from gxnet.kernels import engine_from_dict
+    from gxnet.parallel import ParallelSpec
+    from gxnet.testing import CONF, accelerator, model
+
+    h200 = accelerator("h200")
+    engine = engine_from_dict(yaml.safe_load((CONF / "engine" / f"{engine_name}.yaml").read_text()), h200)
+    d = Deployment(model=model("llama3_1_8b"), accelerator=h200, world=8,
+                   parallel=ParallelSpec(scheme="tp_ep", tp=8, ep=1), batch=8, context_tokens=8192,
+                   precision=precision_from_dict({"name": "bf16"}), engine=engine)
+    plan = build_plan(d)
+    fast = execute(plan, _single_level(), trace=False)
+    full = execute(plan, _single_level(), trace=True)
+    assert fast.summary() == full.summary() and fast.collective_calls > 0
+    assert [c[1:] for c in fast.call_log] == [c[1:] for c in full.call_log]
+
+
+def test_independent_calls_walk_on_odd_section_shapes_to_the_bit():
+    """Sections that start or end with a collective, hold only kernels, repeat zero times or carry
+    kernels into the next section: the segments of the walk must still be the traced loop's."""
+    from dataclasses import replace
+
+    from gxnet.plan import CollectiveEntry, PlanSection
+
+    plan = build_plan(deployment(batch=4, parallel=(8, 64, 256, 2), context=32_768))
+    entries = [e for s in plan.sections for e in s.entries]
+    (c1, c2), (k1, k2) = ([e for e in entries if isinstance(e, CollectiveEntry)][:2],
+                          [e for e in entries if not isinstance(e, CollectiveEntry)][1:3])
+    shapes = [("a", 2, (c1, k1, c2)), ("b", 3, (k1, k2)), ("c", 0, (k1, c1)), ("d", 2, (c1, c2, k1)),
+              ("e", 1, (k2,)), ("f", 2, (k2, c2, k1, k2, c1))]
+    odd = replace(plan, sections=tuple(PlanSection(name, r, es) for name, r, es in shapes))
+    fast = execute(odd, _single_level(), trace=False)
+    full = execute(odd, _single_level(), trace=True)
+    assert fast.summary() == full.summary() and fast.collective_calls == 2 * 2 + 2 * 2 + 2 * 2
+    assert [c[1:] for c in fast.call_log] == [c[1:] for c in full.call_log]
+
+
+@pytest.mark.parametrize("tracks", [1, 3])
+def test_independent_calls_walk_with_one_or_three_tracks_to_the_bit(tracks):
+    """Decode plans have one or two tracks; other plans (expert-parallel phases) may have more."""
+    from dataclasses import replace
+
+    from gxnet.plan import ComputeEntry, PlanSection, Track
+
+    plan = build_plan(deployment(batch=4, parallel=(8, 64, 256, 2), context=32_768))
+
+    def widened(e):
+        if not isinstance(e, ComputeEntry):
+            return e
+        grow = tuple(e.durations_s[0] * (1 + 0.37 * k) for k in range(tracks))  # track 2 the slowest: exercised
+        return replace(e, durations_s=grow, flops=(e.flops[0],) * tracks, hbm_bytes=(e.hbm_bytes[0],) * tracks)
+
+    sections = tuple(PlanSection(s.name, s.repeat, tuple(widened(e) for e in s.entries)) for s in plan.sections)
+    wide = replace(plan, sections=sections, tracks=tuple(Track(f"t{k}", 1, 1) for k in range(tracks)))
+    fast = execute(wide, _single_level(), trace=False)
+    full = execute(wide, _single_level(), trace=True)
+    assert fast.summary() == full.summary() and len(fast.tracks) == tracks
+    assert [c[1:] for c in fast.call_log] == [c[1:] for c in full.call_log]
