@@ -108,7 +108,25 @@ def timed_sweep(code: Path, experiment: str, tmp: Path, tracking: bool, store: P
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         sys.exit(f"sweep of {code} failed:\n{proc.stderr[-3000:]}")
+    wait_for_report(proc.stderr)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def wait_for_report(stderr: str, limit_s: float = 120.0) -> None:
+    """The sweep's report is attached to its MLflow parent run by a background process that
+    outlives the command; the next timed run starts once it has ended, so runs do not overlap."""
+    import re
+
+    m = re.search(r"in the background \(pid (\d+);", stderr)
+    if not m:
+        return
+    pid, deadline = int(m.group(1)), time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return
+        time.sleep(0.1)
 
 
 def compare(ref: str, after_ref: str, experiment: str, repeats: int, tracking: bool) -> None:
