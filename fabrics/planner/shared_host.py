@@ -39,6 +39,7 @@ from itertools import combinations, count, product
 
 from collectives.errors import SpecError
 from fabrics.planner.axis_cost import AxisPrice, complete_blocks, compress, expand, price_axis
+from fabrics.planner.descent import TimeVectors, bitset_bytes, fits_kernel, load_descent_kernel
 from fabrics.planner.request import NO_COLLECTIVE, PlanRequest, request_hash
 
 MAX_PARTITIONS = 400  # bit-partition combinations tried exhaustively
@@ -196,6 +197,7 @@ def _priced_tables(hop_latency_s: float, link_rate_Bps: float) -> dict[str, dict
     tables = _PRICED.get(key)
     if tables is None:
         tables = _PRICED[key] = {name: {} for name in ("prices", "times", "ladders", "raised", "row_ids", "pair_bounds", "terms")}
+        tables["vectors"] = TimeVectors()  # the compiled descent's times (``fabrics.planner.descent``)
     for table in (*tables.values(), *_STRUCTURE.values()):
         if len(table) > _TABLE_KEEP:
             table.clear()
@@ -222,6 +224,8 @@ class _Pricer:
         self._compress: dict[tuple[int, ...], dict[int, int]] = _STRUCTURE["compress"]
         self._block_fold: dict[tuple, bool] = _STRUCTURE["block_fold"]
         self.rows: dict[tuple, dict] = {}  # ``_LeafSearch``'s rows, per (axis, bits): this request's
+        self.vectors: TimeVectors = priced["vectors"]
+        self.kernel_rows: dict[tuple, object] = {}  # the compiled descent's rows, per (axis, bits)
 
     def compress_table(self, bits: tuple[int, ...]) -> dict[int, int]:
         """Host mask → axis-local mask for every mask inside the block ``bits``."""
@@ -570,15 +574,33 @@ class _LeafSearch:
         key = (self._keys[k], local, p)
         hit = self._time.get(key)
         if hit is None:
-            price = self.pricer.price(self.axes[k], local, p)
-            hit = self._time[key] = (float("inf"), None) if price is None else (price.time_s, price.h)
+            hit = self.priced_time(self.axes[k], key)
         return hit
+
+    def priced_time(self, ax: _Axis, key: tuple) -> tuple[float, int | None]:
+        """``time`` on a miss: ``key`` = (ax's key, local masks, p); any axis with that key prices it."""
+        price = self.pricer.price(ax, key[1], key[2])
+        hit = self._time[key] = (float("inf"), None) if price is None else (price.time_s, price.h)
+        return hit
+
+    def new_row(self, k: int, own_bits: int, ol: tuple[int, ...], fb: int):
+        """(supported local masks or None, w·T at p = 1, w·h·λ) of axis k on its own set (bitset
+        ``own_bits``, local masks ``ol``) with the supported set ``fb``: the axis runs on the
+        supported set when it forms block folds and is not slower (``_Evaluator.axis_time``)."""
+        fl = self.full_local(k, fb) if fb != own_bits else None  # own ⊆ full: larger iff different
+        w = self.axes[k].weight
+        to, ho = self.time(k, ol, 1)
+        if fl is not None:
+            tf, hf = self.time(k, fl, 1)
+            if hf is not None and (ho is None or tf <= to):
+                to, ho = tf, hf
+        return fl, w * to, w * (ho * self.lam if ho is not None else float("inf"))
 
     def leaf(self, key: tuple, chosen: list[tuple], host: int, best, bound: float | None):
         """The leaf's (obj, ports, ps), or None when its lower bound shows it cannot beat ``bound``
         (an objective already reached; Eq. 1 is monotone in p). ``chosen``: (k, option) per
         active axis; ``host``: the bitset union of their own sets; ``key`` names the leaf."""
-        axes, budget, lam, time = self.axes, self.budget, self.lam, self.time
+        axes, budget, time = self.axes, self.budget, self.time
         # every leaf is visited once (the depth-first walk and the descent never repeat a key), so
         # nothing per leaf is kept; per-axis rows are memoised by (own set, supported set)
         # per row: ((k, weight, own local, own bitset, full local or None, full bitset), w·T at p = 1,
@@ -591,15 +613,9 @@ class _LeafSearch:
             # axis k's row and its w·T and w·h·λ at p = 1 depend only on (own set, supported set)
             hit = contrib[k].get((own_bits, fb))
             if hit is None:
-                fl = self.full_local(k, fb) if fb != own_bits else None  # own ⊆ full: larger iff different
                 w = axes[k].weight
-                to, ho = time(k, ol, 1)
-                if fl is not None:
-                    tf, hf = time(k, fl, 1)
-                    if hf is not None and (ho is None or tf <= to):
-                        to, ho = tf, hf
-                hit = contrib[k][(own_bits, fb)] = ((k, w, ol, own_bits, fl, fb), w * to,
-                                                    w * (ho * lam if ho is not None else float("inf")), {},
+                fl, wt, wh = self.new_row(k, own_bits, ol, fb)
+                hit = contrib[k][(own_bits, fb)] = ((k, w, ol, own_bits, fl, fb), wt, wh, {},
                                                     self.row_id((self._keys[k], w, ol, fl)))
             hits.append(hit)
             total += hit[1]
@@ -778,6 +794,10 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
 
         dfs(0, 0)
         return result()
+    kernel, words = load_descent_kernel(), (req.world + 63) // 64
+    if kernel is not None and fits_kernel(active, ladders, words):
+        state["best"] = _compiled_descent(kernel, search, ladders, active, budget, words)
+        return result()
     # Coordinate descent from the plain cube (every ladder starts with its cheapest option). A leaf
     # already tried in this descent is not tried again: it did not improve on the best of its time,
     # the best only falls, and a leaf's candidate can only rise as the best falls (a lower best
@@ -825,6 +845,46 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
         if not changed:
             break
     return result()
+
+
+def _compiled_descent(kernel, search: _LeafSearch, ladders: dict, active: list[int], budget: int, words: int):
+    """The coordinate descent below, in C (``fabrics.planner.descent``): the same leaves in the same
+    order with the same floats; its best leaf as (obj, ports, host, own sets, ps), or None."""
+    pricer, axes, bits, vectors = search.pricer, search.axes, search.bits, search.pricer.vectors
+
+    def row(r: int, j: int, fb: int) -> tuple:
+        k = active[r]
+        _, own_bits, ol = ladders[k][j][1]
+        fl, wt, wh = search.new_row(k, own_bits, ol, fb)
+        key = search._keys[k]
+        full = -1 if fl is None else vectors.id_of(axes[k], key, fl)
+        return (axes[k].weight, wt, wh, vectors.id_of(axes[k], key, ol), full, len(ol), 0 if fl is None else len(fl))
+
+    def time(vid: int, p: int) -> tuple[float, bool]:
+        ax, key, local = vectors.sets[vid]
+        t, h = search._time.get((key, local, p)) or search.priced_time(ax, (key, local, p))
+        return t, h is not None
+
+    tables = []
+    for k in active:
+        table = pricer.kernel_rows.get((k, bits[k]))
+        if table is None:
+            table = pricer.kernel_rows[(k, bits[k])] = kernel.RowTable(words, search.req.ports)
+        tables.append(table)
+    options = [[bitset_bytes(opt[1], words) for _, opt in ladders[k]] for k in active]
+    subgroups = [bitset_bytes(search.subgroups[k], words) for k in active]
+    found = kernel.descend(words, budget, search.min_step, tables, options, subgroups, list(search.singles),
+                           list(search.pairs), vectors.table(kernel), row, time)
+    if found is None:
+        return None
+    picks, obj, used, row_ps = found
+    host, owns, ps = 0, [], [1] * len(axes)
+    for k, j, p in zip(active, picks, row_ps):
+        own, own_bits, _ = ladders[k][j][1]
+        host |= own_bits
+        owns.append(own)
+        ps[k] = p
+    return (obj, used, host, owns, ps)
 
 
 def _colour(host_pg: list[tuple[int, int]], ports: int, world: int) -> tuple[int | None, ...] | None:

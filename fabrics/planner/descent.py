@@ -1,0 +1,77 @@
+"""The compiled coordinate descent of the shared-host planner (``descent_kernel.c``), when built.
+
+The descent over one bit partition (``shared_host._search_partition``) visits ≈ 2,000 leaves per
+figure-4 request, each a few dozen Python operations: the leaf rows, the lower bounds, the
+generator atoms and the multiplicity greedy. ``setup.py`` builds the same loop in C as the
+optional extension ``fabrics.planner._descent_kernel`` (``pip install``, ``pip install -e`` or
+``python setup.py build_ext --inplace``; -O3, no FMA contraction). It computes the same floats in
+the same order, so plans are bit-identical; what stays in Python (building a leaf row, pricing an
+axis-local generator set at a multiplicity) is reached by callbacks, once per new value.
+
+Without the build ``load_descent_kernel()`` returns None and the planner runs its Python
+descent, the reference (``tests/unit/test_fabrics_planner_kernel.py`` compares both).
+``GX_PLANNER_KERNEL=off`` in the environment selects the Python descent, too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+MODULE = "fabrics.planner._descent_kernel"
+ABI = 1  # DK_ABI of descent_kernel.c: the argument list of descend()
+MAX_AXES, MAX_OPTIONS, MAX_WORDS = 8, 255, 64  # the kernel's limits (larger searches stay in Python)
+_LOADED: dict[str, object] = {}  # explicit keyed cache: module name -> module (or None: not built)
+
+
+def load_descent_kernel():
+    """The built extension module, or None (not built, another ABI, or ``GX_PLANNER_KERNEL=off``)."""
+    if os.environ.get("GX_PLANNER_KERNEL", "").lower() in ("off", "0", "false", "no"):
+        return None
+    if MODULE not in _LOADED:
+        try:
+            module = importlib.import_module(MODULE)
+            _LOADED[MODULE] = module if module.abi() == ABI else None
+        except ImportError:
+            _LOADED[MODULE] = None
+    return _LOADED[MODULE]
+
+
+class TimeVectors:
+    """Ids of axis-local generator sets (axis key, local masks) and the kernel's table of their
+    times per multiplicity; a pure cache (per λ and R, as the planner's other priced tables):
+    emptied as one piece, so an id never names two sets."""
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple, int] = {}
+        self.sets: list[tuple] = []  # id -> (axis, axis key, local masks)
+        self._table = None
+
+    def __len__(self) -> int:
+        return len(self.sets)
+
+    def clear(self) -> None:
+        self.ids.clear()
+        self.sets.clear()
+        self._table = None
+
+    def table(self, kernel):
+        if self._table is None:
+            self._table = kernel.TimeTable()
+        return self._table
+
+    def id_of(self, axis, axis_key: tuple, local: tuple[int, ...]) -> int:
+        key = (axis_key, local)
+        hit = self.ids.get(key)
+        if hit is None:
+            hit = self.ids[key] = len(self.sets)
+            self.sets.append((axis, axis_key, local))
+        return hit
+
+
+def bitset_bytes(bitset: int, words: int) -> bytes:
+    return bitset.to_bytes(8 * words, "little")
+
+
+def fits_kernel(active: list[int], ladders: dict, words: int) -> bool:
+    return len(active) <= MAX_AXES and words <= MAX_WORDS and all(len(ladders[k]) <= MAX_OPTIONS for k in active)
