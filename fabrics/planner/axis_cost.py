@@ -18,6 +18,7 @@ from fractions import Fraction
 
 from collectives.errors import SpecError
 from collectives.schedules import SCHEDULES, schedules_for
+from collectives.selection import hockney_time_s as _eq1
 from collectives.topology import CayleyTopology, topology_key
 
 TIE_ORDER = ("one_shot_dvo", "one_shot", "direct", "coset_factored_parallel", "coset_factored",
@@ -35,17 +36,19 @@ class AxisPrice:
 
 
 _PRICES: dict[tuple, AxisPrice | None] = {}
+# (topology, collective, schedule) -> the valid schedules' closed forms and the topology's name:
+# what a price reads besides σ, p, λ and R, so requests that differ in those share it
+_CANDIDATES: dict[tuple, tuple] = {}
 
 
 def clear_axis_cache() -> None:
     _PRICES.clear()
+    _CANDIDATES.clear()
 
 
 def hockney_time_s(cost, sigma_bytes: int, hop_latency_s: float, link_rate_Bps: float, p: int) -> float:
     """Eq. 1: T = h·λ + v·σ/(p·R) (``collectives.selection.hockney_time_s``)."""
-    from collectives.selection import hockney_time_s as eq1
-
-    return eq1(cost, sigma_bytes, hop_latency_s, link_rate_Bps, p)
+    return _eq1(cost, sigma_bytes, hop_latency_s, link_rate_Bps, p)
 
 
 def _tie_rank(name: str) -> tuple[int, str]:
@@ -58,23 +61,41 @@ def price_axis(topo, collective: str, sigma_bytes: int, *, p: int, hop_latency_s
     key = (topology_key(topo), collective, sigma_bytes, p, hop_latency_s, link_rate_Bps, schedule)
     if key in _PRICES:
         return _PRICES[key]
+    price = _PRICES[key] = price_candidates(schedule_candidates(topo, collective, schedule), sigma_bytes, p=p,
+                                            hop_latency_s=hop_latency_s, link_rate_Bps=link_rate_Bps)
+    return price
+
+
+def schedule_candidates(topo, collective: str, schedule: str = "auto") -> tuple[tuple[tuple, ...], str]:
+    """((closed form, tie rank, name) of every valid schedule, in ``schedules_for`` order; the
+    topology's name): the part of ``price_axis`` that σ, p, λ and R do not change."""
+    key = (topology_key(topo), collective, schedule)
+    hit = _CANDIDATES.get(key)
+    if hit is not None:
+        return hit
     names = schedules_for(collective) if schedule == "auto" else [schedule]
-    best: tuple | None = None
+    found = []
     for name in names:
         entry = SCHEDULES.get(name)
         if collective not in entry.collectives:
             raise SpecError(f"schedule {name!r} does not implement {collective}; it serves: {', '.join(entry.collectives)}")
-        if not entry.valid(topo, collective):
-            continue
-        cost = entry.closed_form(topo, collective)
-        t = hockney_time_s(cost, sigma_bytes, hop_latency_s, link_rate_Bps, p)
-        cand = (t, _tie_rank(name), cost.h, cost.v, name)
+        if entry.valid(topo, collective):
+            found.append((entry.closed_form(topo, collective), _tie_rank(name), name))
+    hit = _CANDIDATES[key] = (tuple(found), _name(topo) if found else "")
+    return hit
+
+
+def price_candidates(candidates: tuple[tuple[tuple, ...], str], sigma_bytes: int, *, p: int, hop_latency_s: float,
+                     link_rate_Bps: float) -> AxisPrice | None:
+    """The fastest of ``schedule_candidates`` at σ, p, λ and R (Eq. 1); exact ties by ``TIE_ORDER``."""
+    schedules, topology = candidates
+    best: tuple | None = None
+    for cost, rank, name in schedules:
+        cand = (hockney_time_s(cost, sigma_bytes, hop_latency_s, link_rate_Bps, p), rank, cost.h, cost.v, name)
         if best is None or cand[:2] < best[:2]:
             best = cand
-    price = None if best is None else AxisPrice(time_s=best[0], schedule=best[4], h=best[2], v=best[3],
-                                                 topology=_name(topo))
-    _PRICES[key] = price
-    return price
+    return None if best is None else AxisPrice(time_s=best[0], schedule=best[4], h=best[2], v=best[3],
+                                                topology=topology)
 
 
 def _name(topo) -> str:

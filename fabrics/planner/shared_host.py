@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from itertools import combinations, count, product
 
 from collectives.errors import SpecError
-from fabrics.planner.axis_cost import AxisPrice, complete_blocks, compress, expand, price_axis
+from fabrics.planner.axis_cost import AxisPrice, complete_blocks, compress, expand, price_candidates, schedule_candidates
 from fabrics.planner.descent import TimeVectors, bitset_bytes, fits_kernel, load_descent_kernel
 from fabrics.planner.request import NO_COLLECTIVE, PlanRequest, request_hash
 
@@ -180,7 +180,8 @@ def _local_options(a: int, ports: int) -> list[frozenset[int]]:
 # compute each once. Explicit and keyed (DESIGN.md); ``clear_search_tables`` (called by
 # ``fabrics.planner.clear_plan_cache``) is always safe; a table past ``_TABLE_KEEP`` entries is
 # emptied and refilled (results never depend on what a table holds).
-_STRUCTURE: dict[str, dict] = {name: {} for name in ("local_masks", "full_masks", "subgroups", "compress", "block_fold")}
+_STRUCTURE: dict[str, dict] = {name: {} for name in ("local_masks", "full_masks", "subgroups", "compress", "block_fold",
+                                                    "candidates", "hosted")}
 _PRICED: dict[tuple[float, float], dict[str, dict]] = {}
 _ROW_COUNTER = count()  # ids of greedy rows (``_LeafSearch.row_id``): never reused
 _TABLE_KEEP = 250_000  # entries per table (≈ 0.2 GB for all of them after the 360 requests of figure 4)
@@ -223,6 +224,8 @@ class _Pricer:
         self._subgroups: dict[tuple[int, ...], int] = _STRUCTURE["subgroups"]
         self._compress: dict[tuple[int, ...], dict[int, int]] = _STRUCTURE["compress"]
         self._block_fold: dict[tuple, bool] = _STRUCTURE["block_fold"]
+        self._candidates: dict[tuple, tuple] = _STRUCTURE["candidates"]
+        self._hosted: dict[tuple, tuple[frozenset[int], int]] = _STRUCTURE["hosted"]
         self.rows: dict[tuple, dict] = {}  # ``_LeafSearch``'s rows, per (axis, bits): this request's
         self.vectors: TimeVectors = priced["vectors"]
         self.kernel_rows: dict[tuple, object] = {}  # the compiled descent's rows, per (axis, bits)
@@ -248,16 +251,31 @@ class _Pricer:
             hit = self._subgroups[bits] = _bitset(expand(x, bits) for x in range(1, 1 << len(bits)))
         return hit
 
-    def price(self, ax: _Axis, local_masks, p: int) -> AxisPrice | None:
-        from collectives.topology import CayleyTopology
+    def hosted(self, local: frozenset[int], bits: tuple[int, ...]) -> tuple[frozenset[int], int]:
+        """An axis-local generator set in host masks, and the bitset of its folds (masks of ≥ 2 bits)."""
+        key = (local, bits)
+        hit = self._hosted.get(key)
+        if hit is None:
+            host = frozenset(expand(g, bits) for g in local)
+            hit = self._hosted[key] = (host, _bitset(g for g in host if g & (g - 1)))
+        return hit
 
+    def price(self, ax: _Axis, local_masks, p: int) -> AxisPrice | None:
+        """``axis_cost.price_axis`` on the Cayley graph of ``local_masks``; the valid schedules'
+        closed forms are kept per (graph, collective, schedule), whatever σ, p, λ and R."""
         gens = tuple(sorted(local_masks))
         key = (ax.a, gens, ax.collective, ax.sigma, ax.schedule, p)
         if key in self._cache:
             return self._cache[key]
-        topo = CayleyTopology(n_bits=ax.a, generators=gens)
-        price = price_axis(topo, ax.collective, ax.sigma, p=p, hop_latency_s=self.req.hop_latency_s,
-                           link_rate_Bps=self.req.link_rate_Bps, schedule=ax.schedule)
+        shape = (ax.a, gens, ax.collective, ax.schedule)
+        candidates = self._candidates.get(shape)
+        if candidates is None:
+            from collectives.topology import CayleyTopology
+
+            topo = CayleyTopology(n_bits=ax.a, generators=gens)
+            candidates = self._candidates[shape] = schedule_candidates(topo, ax.collective, ax.schedule)
+        price = price_candidates(candidates, ax.sigma, p=p, hop_latency_s=self.req.hop_latency_s,
+                                 link_rate_Bps=self.req.link_rate_Bps)
         self._cache[key] = price
         return price
 
@@ -409,8 +427,7 @@ def _aligned_ladder(ax: _Axis, k: int, bits: list[tuple[int, ...]], pricer: _Pri
     if points is None:
         points = []
         for local, deg, t in _ladder(ax, pricer, budget):
-            host = frozenset(expand(g, bits[k]) for g in local)
-            points.append((deg, t, host, _bitset(g for g in host if g & (g - 1))))
+            points.append((deg, t, *pricer.hosted(local, bits[k])))
         pricer.ladders[hosted] = points
     groups: dict[tuple[int, float], list[tuple[int, int, frozenset[int]]]] = {}
     for idx, (deg, t, host, folds) in enumerate(points):
