@@ -19,7 +19,7 @@ import importlib
 import os
 
 MODULE = "fabrics.planner._descent_kernel"
-ABI = 1  # DK_ABI of descent_kernel.c: the argument list of descend()
+ABI = 2  # DK_ABI of descent_kernel.c: the argument list of descend()
 MAX_AXES, MAX_OPTIONS, MAX_WORDS = 8, 255, 64  # the kernel's limits (larger searches stay in Python)
 _LOADED: dict[str, object] = {}  # explicit keyed cache: module name -> module (or None: not built)
 
@@ -37,15 +37,17 @@ def load_descent_kernel():
     return _LOADED[MODULE]
 
 
-class TimeVectors:
-    """Ids of axis-local generator sets (axis key, local masks) and the kernel's table of their
-    times per multiplicity; a pure cache (per λ and R, as the planner's other priced tables):
-    emptied as one piece, so an id never names two sets."""
+class KernelTables:
+    """What the compiled descent keeps between partitions and requests, one pure cache emptied as
+    one piece (so an id never names two sets): ids of axis-local generator sets, per bit block the
+    set id of every supported set met (σ-independent), and per (λ, R, axis key) the times of the
+    sets by multiplicity (``descent_kernel.c``'s FullTable and TimeTable)."""
 
     def __init__(self) -> None:
         self.ids: dict[tuple, int] = {}
-        self.sets: list[tuple] = []  # id -> (axis, axis key, local masks)
-        self._table = None
+        self.sets: list[tuple[int, ...]] = []  # id -> axis-local masks
+        self._full: dict[tuple[int, ...], object] = {}
+        self._times: dict[tuple, object] = {}
 
     def __len__(self) -> int:
         return len(self.sets)
@@ -53,19 +55,28 @@ class TimeVectors:
     def clear(self) -> None:
         self.ids.clear()
         self.sets.clear()
-        self._table = None
+        self._full.clear()
+        self._times.clear()
 
-    def table(self, kernel):
-        if self._table is None:
-            self._table = kernel.TimeTable()
-        return self._table
-
-    def id_of(self, axis, axis_key: tuple, local: tuple[int, ...]) -> int:
-        key = (axis_key, local)
+    def set_id(self, a: int, local: tuple[int, ...]) -> int:
+        key = (a, local)
         hit = self.ids.get(key)
         if hit is None:
             hit = self.ids[key] = len(self.sets)
-            self.sets.append((axis, axis_key, local))
+            self.sets.append(local)
+        return hit
+
+    def full_table(self, kernel, bits: tuple[int, ...], words: int):
+        hit = self._full.get((bits, words))
+        if hit is None:
+            hit = self._full[(bits, words)] = kernel.FullTable(words)
+        return hit
+
+    def time_table(self, kernel, key: tuple):
+        """``key``: (λ, R, axis key)."""
+        hit = self._times.get(key)
+        if hit is None:
+            hit = self._times[key] = kernel.TimeTable()
         return hit
 
 

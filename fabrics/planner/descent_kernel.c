@@ -24,7 +24,7 @@
 
 typedef uint64_t u64;
 
-#define DK_ABI 1
+#define DK_ABI 2
 #define MAX_AXES 8     /* active axes of a request (picks are packed 8 bits each in a u64) */
 #define MAX_OPTIONS 255
 #define MAX_WORDS 64   /* bitsets of up to 4096 masks */
@@ -46,24 +46,90 @@ static inline u64 mix(u64 h, u64 x) {
     return h * 0xff51afd7ed558ccdULL;
 }
 
+/* ---------------------------------------------------------------- maps keyed by bitset words */
+
+typedef struct {
+    int kw; /* words per key */
+    Py_ssize_t n, cap;
+    u64 *keys;
+    Py_ssize_t *vals; /* -1: empty slot */
+} Map;
+
+static int map_init(Map *m, int kw) {
+    m->kw = kw, m->n = 0, m->cap = 64;
+    m->keys = calloc((size_t)m->cap * kw, 8);
+    m->vals = malloc((size_t)m->cap * sizeof(Py_ssize_t));
+    if (!m->keys || !m->vals) return -1;
+    for (Py_ssize_t i = 0; i < m->cap; i++) m->vals[i] = -1;
+    return 0;
+}
+
+static void map_free(Map *m) {
+    free(m->keys);
+    free(m->vals);
+    m->keys = NULL, m->vals = NULL, m->cap = m->n = 0;
+}
+
+/* the slot holding ``key`` (*found = 1) or the empty slot where it goes */
+static Py_ssize_t map_slot(const Map *m, const u64 *key, int *found) {
+    u64 h = 0x84222325cbf29ce4ULL;
+    for (int i = 0; i < m->kw; i++) h = mix(h, key[i]);
+    Py_ssize_t mask = m->cap - 1, s = (Py_ssize_t)(h & (u64)mask);
+    while (m->vals[s] >= 0) {
+        if (bs_equal(m->keys + (size_t)s * m->kw, key, m->kw)) { *found = 1; return s; }
+        s = (s + 1) & mask;
+    }
+    *found = 0;
+    return s;
+}
+
+static int map_put(Map *m, const u64 *key, Py_ssize_t val) {
+    if (2 * (m->n + 1) > m->cap) {
+        Map grown;
+        grown.kw = m->kw, grown.n = 0, grown.cap = 2 * m->cap;
+        grown.keys = calloc((size_t)grown.cap * m->kw, 8);
+        grown.vals = malloc((size_t)grown.cap * sizeof(Py_ssize_t));
+        if (!grown.keys || !grown.vals) { free(grown.keys); free(grown.vals); return -1; }
+        for (Py_ssize_t i = 0; i < grown.cap; i++) grown.vals[i] = -1;
+        for (Py_ssize_t i = 0; i < m->cap; i++) {
+            if (m->vals[i] < 0) continue;
+            int found;
+            Py_ssize_t s = map_slot(&grown, m->keys + (size_t)i * m->kw, &found);
+            memcpy(grown.keys + (size_t)s * m->kw, m->keys + (size_t)i * m->kw, (size_t)m->kw * 8);
+            grown.vals[s] = m->vals[i];
+        }
+        grown.n = m->n;
+        map_free(m);
+        *m = grown;
+    }
+    int found;
+    Py_ssize_t s = map_slot(m, key, &found);
+    if (!found) {
+        memcpy(m->keys + (size_t)s * m->kw, key, (size_t)m->kw * 8);
+        m->n++;
+    }
+    m->vals[s] = val;
+    return 0;
+}
+
 /* ---------------------------------------------------------------- times (Eq. 1 per set and p) */
 
 typedef struct {
     double *t;
-    signed char *state; /* 0 not priced yet, 1 valid, -1 no valid schedule (T = inf) */
+    int *h; /* phases of the fastest schedule; -1: no valid schedule (T = inf); -2: not priced yet */
     Py_ssize_t cap;
 } TimeVec;
 
 typedef struct {
     PyObject_HEAD
-    TimeVec *vec;
+    TimeVec *vec; /* per axis-local generator set id */
     Py_ssize_t n;
 } TimeTable;
 
 static void timetable_dealloc(TimeTable *self) {
     for (Py_ssize_t i = 0; i < self->n; i++) {
         free(self->vec[i].t);
-        free(self->vec[i].state);
+        free(self->vec[i].h);
     }
     free(self->vec);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -75,52 +141,50 @@ static PyTypeObject TimeTableType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,
     .tp_dealloc = (destructor)timetable_dealloc,
-    .tp_doc = "T and validity per (axis-local generator set id, multiplicity p), filled through time_fn.",
+    .tp_doc = "(T, h) of one axis (its key, λ and R) per (axis-local generator set id, multiplicity p).",
 };
 
-/* T of set ``vid`` at multiplicity p; *valid = 0 when no schedule is valid. -1 on a Python error. */
-static int time_of(TimeTable *tt, PyObject *time_fn, Py_ssize_t vid, Py_ssize_t p, double *t, int *valid) {
-    if (vid >= tt->n) {
-        Py_ssize_t n = vid + 1 > 2 * tt->n ? vid + 1 : 2 * tt->n;
-        TimeVec *grown = realloc(tt->vec, (size_t)n * sizeof(TimeVec));
-        if (!grown) { PyErr_NoMemory(); return -1; }
-        memset(grown + tt->n, 0, (size_t)(n - tt->n) * sizeof(TimeVec));
-        tt->vec = grown;
-        tt->n = n;
+/* ---------------------------------------------------------------- supported sets (σ-independent) */
+
+typedef struct {
+    PyObject_HEAD
+    Map map; /* supported set (nw words) -> set id, or -1: the axis cannot run on it */
+    int nw;
+} FullTable;
+
+static void fulltable_dealloc(FullTable *self) {
+    map_free(&self->map);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int fulltable_init(FullTable *self, PyObject *args, PyObject *kwds) {
+    int nw;
+    if (!PyArg_ParseTuple(args, "i", &nw)) return -1;
+    if (nw < 1 || nw > MAX_WORDS) {
+        PyErr_SetString(PyExc_ValueError, "FullTable(nw): nw in 1..64 words");
+        return -1;
     }
-    TimeVec *v = &tt->vec[vid];
-    if (p >= v->cap) {
-        Py_ssize_t cap = p + 1 > 2 * v->cap ? p + 1 : 2 * v->cap;
-        if (cap < 8) cap = 8;
-        double *nt = realloc(v->t, (size_t)cap * sizeof(double));
-        if (!nt) { PyErr_NoMemory(); return -1; }
-        v->t = nt;
-        signed char *ns = realloc(v->state, (size_t)cap);
-        if (!ns) { PyErr_NoMemory(); return -1; }
-        memset(ns + v->cap, 0, (size_t)(cap - v->cap));
-        v->state = ns;
-        v->cap = cap;
-    }
-    if (v->state[p] == 0) {
-        PyObject *res = PyObject_CallFunction(time_fn, "nn", vid, p);
-        if (!res) return -1;
-        double value;
-        int ok;
-        if (!PyArg_ParseTuple(res, "dp", &value, &ok)) { Py_DECREF(res); return -1; }
-        Py_DECREF(res);
-        v->t[p] = value;
-        v->state[p] = ok ? 1 : -1;
-    }
-    *t = v->t[p];
-    *valid = v->state[p] > 0;
+    map_free(&self->map);
+    self->nw = nw;
+    if (map_init(&self->map, nw) < 0) { PyErr_NoMemory(); return -1; }
     return 0;
 }
+
+static PyTypeObject FullTableType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fabrics.planner._descent_kernel.FullTable",
+    .tp_basicsize = sizeof(FullTable),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)fulltable_init,
+    .tp_dealloc = (destructor)fulltable_dealloc,
+    .tp_doc = "FullTable(nw): the axis-local set id of every supported set met on one bit block.",
+};
 
 /* ---------------------------------------------------------------- rows */
 
 typedef struct {
     double w, wt1, wfloor; /* weight, w·T at p = 1, w·h·λ */
-    Py_ssize_t own_vec, full_vec; /* time ids; full_vec < 0: the axis runs on its own set only */
+    Py_ssize_t own_set, full_set; /* set ids; full_set < 0: the axis runs on its own set only */
     int own_len, full_len;
     double *lb; /* w·T at the most multiplicity ``spare`` ports allow, per spare (NaN: not yet) */
 } Row;
@@ -128,20 +192,19 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     int nw, ports;
+    Map map; /* (own set, supported set) -> index in rows */
+    Row **rows; /* each row allocated once: pointers to it stay valid */
     Py_ssize_t n, cap;
-    u64 *keys; /* cap entries of 2·nw words: own set, supported set */
-    Row **rows; /* NULL: empty slot */
 } RowTable;
 
 static void rowtable_free_rows(RowTable *self) {
-    for (Py_ssize_t i = 0; i < self->cap; i++) {
-        if (self->rows[i]) {
-            free(self->rows[i]->lb);
-            free(self->rows[i]);
-        }
+    for (Py_ssize_t i = 0; i < self->n; i++) {
+        free(self->rows[i]->lb);
+        free(self->rows[i]);
     }
     free(self->rows);
-    free(self->keys);
+    self->rows = NULL, self->n = self->cap = 0;
+    map_free(&self->map);
 }
 
 static void rowtable_dealloc(RowTable *self) {
@@ -159,11 +222,7 @@ static int rowtable_init(RowTable *self, PyObject *args, PyObject *kwds) {
     rowtable_free_rows(self);
     self->nw = nw;
     self->ports = ports;
-    self->n = 0;
-    self->cap = 64;
-    self->keys = calloc((size_t)self->cap * 2 * nw, 8);
-    self->rows = calloc((size_t)self->cap, sizeof(Row *));
-    if (!self->keys || !self->rows) { PyErr_NoMemory(); return -1; }
+    if (map_init(&self->map, 2 * nw) < 0) { PyErr_NoMemory(); return -1; }
     return 0;
 }
 
@@ -174,62 +233,23 @@ static PyTypeObject RowTableType = {
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)rowtable_init,
     .tp_dealloc = (destructor)rowtable_dealloc,
-    .tp_doc = "RowTable(nw, ports): leaf rows of one axis on one bit block, keyed by (own set, supported set).",
+    .tp_doc = "RowTable(nw, ports): leaf rows of one axis of one request on one bit block, keyed by (own set, supported set).",
 };
-
-static Py_ssize_t slot_of(const RowTable *rt, const u64 *own, const u64 *fb, int *found) {
-    int nw = rt->nw;
-    u64 h = 0x84222325cbf29ce4ULL;
-    for (int i = 0; i < nw; i++) h = mix(mix(h, own[i]), fb[i]);
-    Py_ssize_t mask = rt->cap - 1, s = (Py_ssize_t)(h & (u64)mask);
-    while (rt->rows[s]) {
-        const u64 *k = rt->keys + (size_t)s * 2 * nw;
-        if (bs_equal(k, own, nw) && bs_equal(k + nw, fb, nw)) { *found = 1; return s; }
-        s = (s + 1) & mask;
-    }
-    *found = 0;
-    return s;
-}
-
-static int rowtable_grow(RowTable *rt) {
-    Py_ssize_t old_cap = rt->cap;
-    u64 *old_keys = rt->keys;
-    Row **old_rows = rt->rows;
-    int nw = rt->nw;
-    rt->cap *= 2;
-    rt->keys = calloc((size_t)rt->cap * 2 * nw, 8);
-    rt->rows = calloc((size_t)rt->cap, sizeof(Row *));
-    if (!rt->keys || !rt->rows) {
-        free(rt->keys);
-        free(rt->rows);
-        rt->keys = old_keys, rt->rows = old_rows, rt->cap = old_cap;
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < old_cap; i++) {
-        if (!old_rows[i]) continue;
-        const u64 *k = old_keys + (size_t)i * 2 * nw;
-        int found;
-        Py_ssize_t s = slot_of(rt, k, k + nw, &found);
-        memcpy(rt->keys + (size_t)s * 2 * nw, k, (size_t)nw * 16);
-        rt->rows[s] = old_rows[i];
-    }
-    free(old_keys);
-    free(old_rows);
-    return 0;
-}
 
 /* ---------------------------------------------------------------- one partition's search state */
 
 typedef struct {
     int A, nw, budget, min_step;
+    double lam, w[MAX_AXES];
     RowTable *rt[MAX_AXES];
+    FullTable *ft[MAX_AXES];
+    TimeTable *tt[MAX_AXES];
     int nopt[MAX_AXES];
     u64 *opt[MAX_AXES]; /* nopt[r] sets of nw words */
+    Py_ssize_t *opt_set[MAX_AXES]; /* their set ids */
     u64 sub[MAX_AXES][MAX_WORDS]; /* masks inside axis r's block */
     int nsingles, singles[MAX_AXES], npairs, pairs[MAX_AXES][2];
-    TimeTable *tt;
-    PyObject *row_fn, *time_fn;
+    PyObject *full_fn, *time_fn;
     int has_best, best_used, best_picks[MAX_AXES], best_ps[MAX_AXES];
     double best_obj;
     /* per leaf */
@@ -242,48 +262,124 @@ typedef struct {
     int used, ps[MAX_AXES];
 } Cand;
 
+/* (T, h) of axis r on set ``sid`` at multiplicity p (h = -1: no valid schedule); priced by
+ * time_fn(r, sid, p) the first time. -1 on a Python error. */
+static int time_of(Search *s, int r, Py_ssize_t sid, Py_ssize_t p, double *t, int *h) {
+    TimeTable *tt = s->tt[r];
+    if (sid >= tt->n) {
+        Py_ssize_t n = sid + 1 > 2 * tt->n ? sid + 1 : 2 * tt->n;
+        TimeVec *grown = realloc(tt->vec, (size_t)n * sizeof(TimeVec));
+        if (!grown) { PyErr_NoMemory(); return -1; }
+        memset(grown + tt->n, 0, (size_t)(n - tt->n) * sizeof(TimeVec));
+        tt->vec = grown;
+        tt->n = n;
+    }
+    TimeVec *v = &tt->vec[sid];
+    if (p >= v->cap) {
+        Py_ssize_t cap = p + 1 > 2 * v->cap ? p + 1 : 2 * v->cap;
+        if (cap < 8) cap = 8;
+        double *nt = realloc(v->t, (size_t)cap * sizeof(double));
+        if (!nt) { PyErr_NoMemory(); return -1; }
+        v->t = nt;
+        int *nh = realloc(v->h, (size_t)cap * sizeof(int));
+        if (!nh) { PyErr_NoMemory(); return -1; }
+        for (Py_ssize_t i = v->cap; i < cap; i++) nh[i] = -2;
+        v->h = nh;
+        v->cap = cap;
+    }
+    if (v->h[p] == -2) {
+        PyObject *res = PyObject_CallFunction(s->time_fn, "inn", r, sid, p);
+        if (!res) return -1;
+        double value;
+        int phases;
+        if (!PyArg_ParseTuple(res, "di", &value, &phases)) { Py_DECREF(res); return -1; }
+        Py_DECREF(res);
+        v->t[p] = value;
+        v->h[p] = phases < 0 ? -1 : phases;
+    }
+    *t = v->t[p];
+    *h = v->h[p];
+    return 0;
+}
+
+/* the set id of axis r's supported set fb (-1: not block folds); full_fn(r, fb) the first time */
+static int full_of(Search *s, int r, const u64 *fb, Py_ssize_t *sid) {
+    Map *m = &s->ft[r]->map;
+    int found;
+    Py_ssize_t slot = map_slot(m, fb, &found);
+    if (found) { *sid = m->vals[slot] - 1; return 0; } /* stored as id + 1 (map values are >= 0) */
+    PyObject *fb_int = _PyLong_FromByteArray((const unsigned char *)fb, (size_t)s->nw * 8, 1, 0);
+    if (!fb_int) return -1;
+    PyObject *res = PyObject_CallFunction(s->full_fn, "iO", r, fb_int);
+    Py_DECREF(fb_int);
+    if (!res) return -1;
+    Py_ssize_t id = PyLong_AsSsize_t(res);
+    Py_DECREF(res);
+    if (id == -1 && PyErr_Occurred()) return -1;
+    *sid = id < 0 ? -1 : id;
+    if (map_put(m, fb, *sid + 1) < 0) { PyErr_NoMemory(); return -1; }
+    return 0;
+}
+
+/* _LeafSearch.new_row: axis r on its option j with the supported set fb */
 static Row *row_of(Search *s, int r, int j) {
     RowTable *rt = s->rt[r];
-    const u64 *own = s->opt[r] + (size_t)j * s->nw, *fb = s->fb[r];
+    int nw = s->nw;
+    u64 key[2 * MAX_WORDS];
+    memcpy(key, s->opt[r] + (size_t)j * nw, (size_t)nw * 8);
+    memcpy(key + nw, s->fb[r], (size_t)nw * 8);
     int found;
-    Py_ssize_t slot = slot_of(rt, own, fb, &found);
-    if (found) return rt->rows[slot];
-    PyObject *fb_int = _PyLong_FromByteArray((const unsigned char *)fb, (size_t)s->nw * 8, 1, 0);
-    if (!fb_int) return NULL;
-    PyObject *res = PyObject_CallFunction(s->row_fn, "iiO", r, j, fb_int);
-    Py_DECREF(fb_int);
-    if (!res) return NULL;
-    Row *row = calloc(1, sizeof(Row));
-    if (!row) { Py_DECREF(res); PyErr_NoMemory(); return NULL; }
-    if (!PyArg_ParseTuple(res, "dddnnii", &row->w, &row->wt1, &row->wfloor, &row->own_vec, &row->full_vec,
-                          &row->own_len, &row->full_len)) {
-        Py_DECREF(res);
-        free(row);
-        return NULL;
+    Py_ssize_t slot = map_slot(&rt->map, key, &found);
+    if (found) return rt->rows[rt->map.vals[slot]];
+    Row row = {0};
+    row.w = s->w[r];
+    row.own_set = s->opt_set[r][j];
+    row.own_len = bs_count(key, nw);
+    row.full_len = bs_count(key + nw, nw);
+    row.full_set = -1;
+    if (!bs_equal(key, key + nw, nw)) { /* own ⊆ supported: larger iff different */
+        if (full_of(s, r, key + nw, &row.full_set) < 0) return NULL;
     }
-    Py_DECREF(res);
-    row->lb = malloc((size_t)(rt->ports + 1) * sizeof(double));
-    if (!row->lb) { free(row); PyErr_NoMemory(); return NULL; }
-    for (int i = 0; i <= rt->ports; i++) row->lb[i] = NAN;
-    if (2 * (rt->n + 1) > rt->cap) {
-        if (rowtable_grow(rt) < 0) { free(row->lb); free(row); return NULL; }
-        slot = slot_of(rt, own, fb, &found);
+    double to, tf;
+    int ho, hf;
+    if (time_of(s, r, row.own_set, 1, &to, &ho) < 0) return NULL;
+    if (row.full_set >= 0) {
+        if (time_of(s, r, row.full_set, 1, &tf, &hf) < 0) return NULL;
+        if (hf >= 0 && (ho < 0 || tf <= to)) to = tf, ho = hf;
     }
-    memcpy(rt->keys + (size_t)slot * 2 * s->nw, own, (size_t)s->nw * 8);
-    memcpy(rt->keys + (size_t)slot * 2 * s->nw + s->nw, fb, (size_t)s->nw * 8);
-    rt->rows[slot] = row;
-    rt->n++;
-    return row;
+    row.wt1 = row.w * to;
+    row.wfloor = row.w * (ho >= 0 ? (double)ho * s->lam : INFINITY);
+    Row *kept = malloc(sizeof(Row));
+    row.lb = malloc((size_t)(rt->ports + 1) * sizeof(double));
+    if (!kept || !row.lb) goto oom;
+    for (int i = 0; i <= rt->ports; i++) row.lb[i] = NAN;
+    if (rt->n == rt->cap) {
+        Py_ssize_t cap = rt->cap ? 2 * rt->cap : 64;
+        Row **grown = realloc(rt->rows, (size_t)cap * sizeof(Row *));
+        if (!grown) goto oom;
+        rt->rows = grown;
+        rt->cap = cap;
+    }
+    if (map_put(&rt->map, key, rt->n) < 0) goto oom;
+    *kept = row;
+    rt->rows[rt->n++] = kept;
+    return kept;
+oom:
+    free(kept);
+    free(row.lb);
+    PyErr_NoMemory();
+    return NULL;
 }
 
 /* w·T of a row at the most multiplicity ``spare`` ports allow it alone (the leaf's lower bound) */
-static int spare_bound(Search *s, Row *row, int spare, double *out) {
+static int spare_bound(Search *s, int r, int spare, double *out) {
+    Row *row = s->row[r];
     if (isnan(row->lb[spare])) {
         double t, tf;
-        int ok;
-        if (time_of(s->tt, s->time_fn, row->own_vec, 1 + spare / row->own_len, &t, &ok) < 0) return -1;
-        if (row->full_vec >= 0) {
-            if (time_of(s->tt, s->time_fn, row->full_vec, 1 + spare / row->full_len, &tf, &ok) < 0) return -1;
+        int h;
+        if (time_of(s, r, row->own_set, 1 + spare / row->own_len, &t, &h) < 0) return -1;
+        if (row->full_set >= 0) {
+            if (time_of(s, r, row->full_set, 1 + spare / row->full_len, &tf, &h) < 0) return -1;
             if (tf < t) t = tf; /* min(t, tf) */
         }
         row->lb[spare] = row->w * t;
@@ -293,21 +389,22 @@ static int spare_bound(Search *s, Row *row, int spare, double *out) {
 }
 
 /* _pair_bound: the two axes of one mesh share the spare ports (their sets are disjoint) */
-static int pair_bound(Search *s, const Row *a, const Row *b, int spare, double *out) {
+static int pair_bound(Search *s, int ra, int rb, int spare, double *out) {
+    const Row *a = s->row[ra], *b = s->row[rb];
     double best = INFINITY;
     for (int side = 0; side < 2; side++) {
-        Py_ssize_t va = side ? a->full_vec : a->own_vec;
+        Py_ssize_t va = side ? a->full_set : a->own_set;
         int la = side ? a->full_len : a->own_len;
         if (va < 0) continue;
         for (int q = 1; q < 2 + spare / la; q++) {
-            int left = spare - (q - 1) * la, ok;
+            int left = spare - (q - 1) * la, h;
             double tb, tf, ta;
-            if (time_of(s->tt, s->time_fn, b->own_vec, 1 + left / b->own_len, &tb, &ok) < 0) return -1;
-            if (b->full_vec >= 0) {
-                if (time_of(s->tt, s->time_fn, b->full_vec, 1 + left / b->full_len, &tf, &ok) < 0) return -1;
+            if (time_of(s, rb, b->own_set, 1 + left / b->own_len, &tb, &h) < 0) return -1;
+            if (b->full_set >= 0) {
+                if (time_of(s, rb, b->full_set, 1 + left / b->full_len, &tf, &h) < 0) return -1;
                 if (tf < tb) tb = tf;
             }
-            if (time_of(s->tt, s->time_fn, va, q, &ta, &ok) < 0) return -1;
+            if (time_of(s, ra, va, q, &ta, &h) < 0) return -1;
             double x = a->w * ta + b->w * tb;
             if (x < best) best = x;
         }
@@ -333,7 +430,7 @@ static void atoms_of(const Search *s, const u64 *host, const u64 *const *own_set
     at->own[0] = at->full[0] = 0;
     for (int r = 0; r < s->A; r++) {
         for (int side = 1; side <= 2; side++) {
-            const u64 *bits = side == 1 ? own_sets[r] : (s->row[r]->full_vec >= 0 ? s->fb[r] : NULL);
+            const u64 *bits = side == 1 ? own_sets[r] : (s->row[r]->full_set >= 0 ? s->fb[r] : NULL);
             if (!bits) continue; /* an empty set: host is never empty, so it is not "every atom inside" */
             int all = 1;
             for (int i = 0; i < nw && all; i++) all = (bits[i] & host[i]) == host[i];
@@ -372,14 +469,14 @@ static void atoms_of(const Search *s, const u64 *host, const u64 *const *own_set
 static int term(Search *s, const Atoms *at, int q, int p_own, const int *pg, double *out) {
     const Row *row = s->row[q];
     double to, tf;
-    int ok_o, ok_f;
-    if (time_of(s->tt, s->time_fn, row->own_vec, p_own, &to, &ok_o) < 0) return -1;
-    if (row->full_vec >= 0) {
+    int ho, hf;
+    if (time_of(s, q, row->own_set, p_own, &to, &ho) < 0) return -1;
+    if (row->full_set >= 0) {
         int p_full = 0, first = 1;
         for (int a = 0; a < at->n; a++)
             if (at->full[a] >> q & 1 && (first || pg[a] < p_full)) p_full = pg[a], first = 0;
-        if (time_of(s->tt, s->time_fn, row->full_vec, p_full, &tf, &ok_f) < 0) return -1;
-        if (ok_f && (!ok_o || tf <= to)) to = tf;
+        if (time_of(s, q, row->full_set, p_full, &tf, &hf) < 0) return -1;
+        if (hf >= 0 && (ho < 0 || tf <= to)) to = tf;
     }
     *out = row->w * to;
     return 0;
@@ -460,7 +557,7 @@ static int leaf(Search *s, const int *picks, const u64 *host, Cand *cand) {
     if (s->has_best) { /* the descent's bound is its best */
         double lb = 0.0, wt;
         for (int r = 0; r < A; r++) {
-            if (spare_bound(s, s->row[r], spare, &wt) < 0) return -1;
+            if (spare_bound(s, r, spare, &wt) < 0) return -1;
             lb += wt;
         }
         if (lb > s->best_obj) return 0;
@@ -468,7 +565,7 @@ static int leaf(Search *s, const int *picks, const u64 *host, Cand *cand) {
             double jb = 0.0;
             for (int i = 0; i < s->nsingles; i++) jb += s->row[s->singles[i]]->lb[spare];
             for (int i = 0; i < s->npairs; i++) {
-                if (pair_bound(s, s->row[s->pairs[i][0]], s->row[s->pairs[i][1]], spare, &wt) < 0) return -1;
+                if (pair_bound(s, s->pairs[i][0], s->pairs[i][1], spare, &wt) < 0) return -1;
                 jb += wt;
             }
             if (jb > s->best_obj * (1 + 1e-12)) return 0;
@@ -592,53 +689,79 @@ static int read_bitset(PyObject *bytes, int nw, u64 *out) {
     return 0;
 }
 
-/* descend(nw, budget, min_step, tables, options, subgroups, singles, pairs, times, row_fn, time_fn)
+static int parse_axis(Search *s, int r, PyObject *args[5]) {
+    PyObject *rt = args[0], *ft = args[1], *tt = args[2], *opts = args[3], *sets = args[4];
+    if (!PyObject_TypeCheck(rt, &RowTableType) || ((RowTable *)rt)->nw != s->nw || ((RowTable *)rt)->ports < s->budget ||
+        !PyObject_TypeCheck(ft, &FullTableType) || ((FullTable *)ft)->nw != s->nw || !PyObject_TypeCheck(tt, &TimeTableType) ||
+        !PyList_Check(opts) || !PyList_Check(sets) || PyList_GET_SIZE(opts) < 1 || PyList_GET_SIZE(opts) > MAX_OPTIONS ||
+        PyList_GET_SIZE(sets) != PyList_GET_SIZE(opts)) {
+        PyErr_SetString(PyExc_ValueError, "descend: per axis a RowTable (nw words, >= budget ports), a FullTable "
+                                          "(nw words), a TimeTable and 1..255 options with one set id each");
+        return -1;
+    }
+    s->rt[r] = (RowTable *)rt, s->ft[r] = (FullTable *)ft, s->tt[r] = (TimeTable *)tt;
+    s->nopt[r] = (int)PyList_GET_SIZE(opts);
+    s->opt[r] = malloc((size_t)s->nopt[r] * s->nw * 8);
+    s->opt_set[r] = malloc((size_t)s->nopt[r] * sizeof(Py_ssize_t));
+    if (!s->opt[r] || !s->opt_set[r]) { PyErr_NoMemory(); return -1; }
+    for (int j = 0; j < s->nopt[r]; j++) {
+        if (read_bitset(PyList_GET_ITEM(opts, j), s->nw, s->opt[r] + (size_t)j * s->nw) < 0) return -1;
+        s->opt_set[r][j] = PyLong_AsSsize_t(PyList_GET_ITEM(sets, j));
+        if (s->opt_set[r][j] < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "descend: set ids are >= 0");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int parse_rows(Search *s, PyObject *singles, PyObject *pairs) {
+    s->nsingles = (int)PyList_GET_SIZE(singles);
+    s->npairs = (int)PyList_GET_SIZE(pairs);
+    if (s->nsingles > MAX_AXES || s->npairs > MAX_AXES) { PyErr_SetString(PyExc_ValueError, "descend: too many rows"); return -1; }
+    for (int i = 0; i < s->nsingles; i++) {
+        s->singles[i] = (int)PyLong_AsLong(PyList_GET_ITEM(singles, i));
+        if (s->singles[i] < 0 || s->singles[i] >= s->A) { PyErr_SetString(PyExc_ValueError, "descend: bad single row"); return -1; }
+    }
+    for (int i = 0; i < s->npairs; i++) {
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(pairs, i), "ii", &s->pairs[i][0], &s->pairs[i][1])) return -1;
+        if (s->pairs[i][0] < 0 || s->pairs[i][0] >= s->A || s->pairs[i][1] < 0 || s->pairs[i][1] >= s->A) {
+            PyErr_SetString(PyExc_ValueError, "descend: bad pair row");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* descend(nw, budget, min_step, lam, weights, row_tables, full_tables, time_tables, options, option_sets,
+ *         subgroups, singles, pairs, full_fn, time_fn)
  * -> None (no leaf fits) or (picks, obj, ports, ps), picks and ps per active axis. */
 static PyObject *py_descend(PyObject *self, PyObject *args) {
     Search *s = calloc(1, sizeof(Search));
     if (!s) return PyErr_NoMemory();
-    PyObject *tables, *options, *subgroups, *singles, *pairs, *times, *out = NULL;
-    if (!PyArg_ParseTuple(args, "iiiO!O!O!O!O!O!OO", &s->nw, &s->budget, &s->min_step, &PyList_Type, &tables,
-                          &PyList_Type, &options, &PyList_Type, &subgroups, &PyList_Type, &singles, &PyList_Type,
-                          &pairs, &TimeTableType, &times, &s->row_fn, &s->time_fn))
+    PyObject *lists[9], *out = NULL;
+    if (!PyArg_ParseTuple(args, "iiidO!O!O!O!O!O!O!O!O!OO", &s->nw, &s->budget, &s->min_step, &s->lam,
+                          &PyList_Type, &lists[0], &PyList_Type, &lists[1], &PyList_Type, &lists[2], &PyList_Type,
+                          &lists[3], &PyList_Type, &lists[4], &PyList_Type, &lists[5], &PyList_Type, &lists[6],
+                          &PyList_Type, &lists[7], &PyList_Type, &lists[8], &s->full_fn, &s->time_fn))
         goto done;
-    s->tt = (TimeTable *)times;
-    s->A = (int)PyList_GET_SIZE(tables);
-    if (s->A < 1 || s->A > MAX_AXES || s->nw < 1 || s->nw > MAX_WORDS || PyList_GET_SIZE(options) != s->A ||
-        PyList_GET_SIZE(subgroups) != s->A) {
-        PyErr_SetString(PyExc_ValueError, "descend: 1..8 axes with one table, option list and subgroup each; nw 1..64");
+    s->A = (int)PyList_GET_SIZE(lists[0]);
+    int same = 1;
+    for (int i = 1; i < 7; i++) same &= PyList_GET_SIZE(lists[i]) == s->A;
+    if (s->A < 1 || s->A > MAX_AXES || s->nw < 1 || s->nw > MAX_WORDS || !same) {
+        PyErr_SetString(PyExc_ValueError, "descend: 1..8 axes, each with a weight, three tables, options, set ids "
+                                          "and a subgroup; nw 1..64");
         goto done;
     }
     for (int r = 0; r < s->A; r++) {
-        PyObject *t = PyList_GET_ITEM(tables, r), *opts = PyList_GET_ITEM(options, r);
-        if (!PyObject_TypeCheck(t, &RowTableType) || ((RowTable *)t)->nw != s->nw ||
-            ((RowTable *)t)->ports < s->budget || !PyList_Check(opts) || PyList_GET_SIZE(opts) < 1 ||
-            PyList_GET_SIZE(opts) > MAX_OPTIONS) {
-            PyErr_SetString(PyExc_ValueError, "descend: a RowTable of nw words and >= budget ports, 1..255 options per axis");
-            goto done;
-        }
-        s->rt[r] = (RowTable *)t;
-        s->nopt[r] = (int)PyList_GET_SIZE(opts);
-        s->opt[r] = malloc((size_t)s->nopt[r] * s->nw * 8);
-        if (!s->opt[r]) { PyErr_NoMemory(); goto done; }
-        for (int j = 0; j < s->nopt[r]; j++)
-            if (read_bitset(PyList_GET_ITEM(opts, j), s->nw, s->opt[r] + (size_t)j * s->nw) < 0) goto done;
-        if (read_bitset(PyList_GET_ITEM(subgroups, r), s->nw, s->sub[r]) < 0) goto done;
+        s->w[r] = PyFloat_AsDouble(PyList_GET_ITEM(lists[0], r));
+        if (s->w[r] == -1.0 && PyErr_Occurred()) goto done;
+        PyObject *axis[5];
+        for (int i = 0; i < 5; i++) axis[i] = PyList_GET_ITEM(lists[1 + i], r);
+        if (parse_axis(s, r, axis) < 0) goto done;
+        if (read_bitset(PyList_GET_ITEM(lists[6], r), s->nw, s->sub[r]) < 0) goto done;
     }
-    s->nsingles = (int)PyList_GET_SIZE(singles);
-    s->npairs = (int)PyList_GET_SIZE(pairs);
-    if (s->nsingles > MAX_AXES || s->npairs > MAX_AXES) { PyErr_SetString(PyExc_ValueError, "descend: too many rows"); goto done; }
-    for (int i = 0; i < s->nsingles; i++) {
-        s->singles[i] = (int)PyLong_AsLong(PyList_GET_ITEM(singles, i));
-        if (s->singles[i] < 0 || s->singles[i] >= s->A) { PyErr_SetString(PyExc_ValueError, "descend: bad single row"); goto done; }
-    }
-    for (int i = 0; i < s->npairs; i++) {
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(pairs, i), "ii", &s->pairs[i][0], &s->pairs[i][1])) goto done;
-        if (s->pairs[i][0] < 0 || s->pairs[i][0] >= s->A || s->pairs[i][1] < 0 || s->pairs[i][1] >= s->A) {
-            PyErr_SetString(PyExc_ValueError, "descend: bad pair row");
-            goto done;
-        }
-    }
+    if (parse_rows(s, lists[7], lists[8]) < 0) goto done;
     int rc = descend(s);
     if (rc < 0) goto done;
     if (!s->has_best) { out = Py_NewRef(Py_None); goto done; }
@@ -650,7 +773,10 @@ static PyObject *py_descend(PyObject *self, PyObject *args) {
     }
     out = Py_BuildValue("(NdiN)", picks, s->best_obj, s->best_used, ps);
 done:
-    for (int r = 0; r < MAX_AXES; r++) free(s->opt[r]);
+    for (int r = 0; r < MAX_AXES; r++) {
+        free(s->opt[r]);
+        free(s->opt_set[r]);
+    }
     free(s);
     return out;
 }
@@ -667,11 +793,13 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_descent_kernel",
                                     "The shared-host planner's coordinate descent, compiled.", -1, methods};
 
 PyMODINIT_FUNC PyInit__descent_kernel(void) {
-    if (PyType_Ready(&TimeTableType) < 0 || PyType_Ready(&RowTableType) < 0) return NULL;
+    if (PyType_Ready(&TimeTableType) < 0 || PyType_Ready(&RowTableType) < 0 || PyType_Ready(&FullTableType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "TimeTable", (PyObject *)&TimeTableType) < 0 ||
-        PyModule_AddObjectRef(m, "RowTable", (PyObject *)&RowTableType) < 0) {
+        PyModule_AddObjectRef(m, "RowTable", (PyObject *)&RowTableType) < 0 ||
+        PyModule_AddObjectRef(m, "FullTable", (PyObject *)&FullTableType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -39,7 +39,7 @@ from itertools import combinations, count, product
 
 from collectives.errors import SpecError
 from fabrics.planner.axis_cost import AxisPrice, complete_blocks, compress, expand, price_candidates, schedule_candidates
-from fabrics.planner.descent import TimeVectors, bitset_bytes, fits_kernel, load_descent_kernel
+from fabrics.planner.descent import KernelTables, bitset_bytes, fits_kernel, load_descent_kernel
 from fabrics.planner.request import NO_COLLECTIVE, PlanRequest, request_hash
 
 MAX_PARTITIONS = 400  # bit-partition combinations tried exhaustively
@@ -182,6 +182,7 @@ def _local_options(a: int, ports: int) -> list[frozenset[int]]:
 # emptied and refilled (results never depend on what a table holds).
 _STRUCTURE: dict[str, dict] = {name: {} for name in ("local_masks", "full_masks", "subgroups", "compress", "block_fold",
                                                     "candidates", "hosted")}
+_STRUCTURE["kernel"] = KernelTables()  # the compiled descent's (``fabrics.planner.descent``)
 _PRICED: dict[tuple[float, float], dict[str, dict]] = {}
 _ROW_COUNTER = count()  # ids of greedy rows (``_LeafSearch.row_id``): never reused
 _TABLE_KEEP = 250_000  # entries per table (≈ 0.2 GB for all of them after the 360 requests of figure 4)
@@ -198,7 +199,6 @@ def _priced_tables(hop_latency_s: float, link_rate_Bps: float) -> dict[str, dict
     tables = _PRICED.get(key)
     if tables is None:
         tables = _PRICED[key] = {name: {} for name in ("prices", "times", "ladders", "raised", "row_ids", "pair_bounds", "terms")}
-        tables["vectors"] = TimeVectors()  # the compiled descent's times (``fabrics.planner.descent``)
     for table in (*tables.values(), *_STRUCTURE.values()):
         if len(table) > _TABLE_KEEP:
             table.clear()
@@ -227,7 +227,7 @@ class _Pricer:
         self._candidates: dict[tuple, tuple] = _STRUCTURE["candidates"]
         self._hosted: dict[tuple, tuple[frozenset[int], int]] = _STRUCTURE["hosted"]
         self.rows: dict[tuple, dict] = {}  # ``_LeafSearch``'s rows, per (axis, bits): this request's
-        self.vectors: TimeVectors = priced["vectors"]
+        self.kernel_tables: KernelTables = _STRUCTURE["kernel"]
         self.kernel_rows: dict[tuple, object] = {}  # the compiled descent's rows, per (axis, bits)
 
     def compress_table(self, bits: tuple[int, ...]) -> dict[int, int]:
@@ -867,31 +867,31 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
 def _compiled_descent(kernel, search: _LeafSearch, ladders: dict, active: list[int], budget: int, words: int):
     """The coordinate descent below, in C (``fabrics.planner.descent``): the same leaves in the same
     order with the same floats; its best leaf as (obj, ports, host, own sets, ps), or None."""
-    pricer, axes, bits, vectors = search.pricer, search.axes, search.bits, search.pricer.vectors
+    pricer, axes, bits, req = search.pricer, search.axes, search.bits, search.req
+    tables = pricer.kernel_tables
 
-    def row(r: int, j: int, fb: int) -> tuple:
+    def full(r: int, fb: int) -> int:  # ``new_row``'s supported local masks, as a set id (-1: None)
         k = active[r]
-        _, own_bits, ol = ladders[k][j][1]
-        fl, wt, wh = search.new_row(k, own_bits, ol, fb)
-        key = search._keys[k]
-        full = -1 if fl is None else vectors.id_of(axes[k], key, fl)
-        return (axes[k].weight, wt, wh, vectors.id_of(axes[k], key, ol), full, len(ol), 0 if fl is None else len(fl))
+        local = search.full_local(k, fb)
+        return -1 if local is None else tables.set_id(axes[k].a, local)
 
-    def time(vid: int, p: int) -> tuple[float, bool]:
-        ax, key, local = vectors.sets[vid]
-        t, h = search._time.get((key, local, p)) or search.priced_time(ax, (key, local, p))
-        return t, h is not None
+    def time(r: int, set_id: int, p: int) -> tuple[float, int]:
+        t, h = search.time(active[r], tables.sets[set_id], p)
+        return t, -1 if h is None else h
 
-    tables = []
+    rows = []
     for k in active:
         table = pricer.kernel_rows.get((k, bits[k]))
         if table is None:
-            table = pricer.kernel_rows[(k, bits[k])] = kernel.RowTable(words, search.req.ports)
-        tables.append(table)
-    options = [[bitset_bytes(opt[1], words) for _, opt in ladders[k]] for k in active]
-    subgroups = [bitset_bytes(search.subgroups[k], words) for k in active]
-    found = kernel.descend(words, budget, search.min_step, tables, options, subgroups, list(search.singles),
-                           list(search.pairs), vectors.table(kernel), row, time)
+            table = pricer.kernel_rows[(k, bits[k])] = kernel.RowTable(words, req.ports)
+        rows.append(table)
+    found = kernel.descend(
+        words, budget, search.min_step, req.hop_latency_s, [axes[k].weight for k in active], rows,
+        [tables.full_table(kernel, bits[k], words) for k in active],
+        [tables.time_table(kernel, (req.hop_latency_s, req.link_rate_Bps, search._keys[k])) for k in active],
+        [[bitset_bytes(opt[1], words) for _, opt in ladders[k]] for k in active],
+        [[tables.set_id(axes[k].a, opt[2]) for _, opt in ladders[k]] for k in active],
+        [bitset_bytes(search.subgroups[k], words) for k in active], list(search.singles), list(search.pairs), full, time)
     if found is None:
         return None
     picks, obj, used, row_ps = found

@@ -75,10 +75,18 @@ def test_forced_descent_equals_python_and_reference(planned, monkeypatch):
 
 @needs_kernel
 def test_descend_refuses_bad_arguments():
-    table = KERNEL.RowTable(1, 8)
+    def call(budget=8, option=b"\x01" + b"\x00" * 7, rows=None):
+        rows = KERNEL.RowTable(1, 8) if rows is None else rows
+        return KERNEL.descend(1, budget, 1, 1e-6, [1.0], [rows], [KERNEL.FullTable(1)], [KERNEL.TimeTable()],
+                              [[option]], [[0]], [b"\x01" + b"\x00" * 7], [0], [], None, None)
+
     with pytest.raises(ValueError, match="bitset"):
-        KERNEL.descend(1, 8, 1, [table], [[b"\x01"]], [b"\x00" * 8], [0], [], KERNEL.TimeTable(), None, None)
+        call(option=b"\x01")
     with pytest.raises(ValueError, match="RowTable"):
-        KERNEL.descend(1, 9, 1, [table], [[b"\x00" * 8]], [b"\x00" * 8], [0], [], KERNEL.TimeTable(), None, None)
+        call(budget=9)
+    with pytest.raises(ValueError, match="RowTable"):
+        call(rows=KERNEL.RowTable(2, 8))
     with pytest.raises(ValueError, match="nw"):
         KERNEL.RowTable(0, 8)
+    with pytest.raises(TypeError):  # the time callback is called and is not callable
+        call()
