@@ -40,14 +40,16 @@ def load_descent_kernel():
 class KernelTables:
     """What the compiled descent keeps between partitions and requests, one pure cache emptied as
     one piece (so an id never names two sets): ids of axis-local generator sets, per bit block the
-    set id of every supported set met (σ-independent), and per (λ, R, axis key) the times of the
-    sets by multiplicity (``descent_kernel.c``'s FullTable and TimeTable)."""
+    set id of every supported set met (σ-independent), per (λ, R, axis key) the times of the
+    sets by multiplicity (``descent_kernel.c``'s FullTable and TimeTable), and per aligned ladder
+    its options as the kernel reads them."""
 
     def __init__(self) -> None:
         self.ids: dict[tuple, int] = {}
         self.sets: list[tuple[int, ...]] = []  # id -> axis-local masks
         self._full: dict[tuple[int, ...], object] = {}
         self._times: dict[tuple, object] = {}
+        self._options: dict[tuple, tuple] = {}  # (aligned ladder key, words) -> (bitsets, set ids)
 
     def __len__(self) -> int:
         return len(self.sets)
@@ -57,6 +59,7 @@ class KernelTables:
         self.sets.clear()
         self._full.clear()
         self._times.clear()
+        self._options.clear()
 
     def set_id(self, a: int, local: tuple[int, ...]) -> int:
         key = (a, local)
@@ -70,6 +73,13 @@ class KernelTables:
         hit = self._full.get((bits, words))
         if hit is None:
             hit = self._full[(bits, words)] = kernel.FullTable(words)
+        return hit
+
+    def options(self, key: tuple, build) -> tuple[list[bytes], list[int]]:
+        """A ladder's option bitsets and set ids (``build()`` the first time)."""
+        hit = self._options.get(key)
+        if hit is None:
+            hit = self._options[key] = build()
         return hit
 
     def time_table(self, kernel, key: tuple):

@@ -411,18 +411,26 @@ def _ports(host: frozenset[int], owns: list[frozenset[int]], ps: list[int]) -> i
     return sum(pg.get(g, 1) for g in host)
 
 
-def _aligned_ladder(ax: _Axis, k: int, bits: list[tuple[int, ...]], pricer: _Pricer, budget: int) -> list[frozenset[int]]:
-    """The axis's ladder in host masks; of the variants that tie in (degree, T) keep the
-    ``VARIANTS`` whose sub-blocks best fit inside other axes' blocks (where a fold can be shared)."""
-    hosted = ("hosted", ax.a, ax.collective, ax.sigma, ax.schedule, budget, bits[k])
-    inside_others = 0  # every mask inside some other axis's block (bitset): where a fold can be shared
+def _aligned_key(ax: _Axis, k: int, bits: list[tuple[int, ...]], pricer: _Pricer, budget: int) -> tuple:
+    """Everything ``_aligned_ladder`` reads: the axis's ladder in its bits, and every mask inside
+    some other axis's block (bitset: where a fold can be shared)."""
+    inside_others = 0
     for j, bs in enumerate(bits):
         if j != k:
             inside_others |= pricer.subgroup(bs)
-    memo = ("aligned", hosted, inside_others)  # the choice below reads nothing else
+    return ("aligned", ("hosted", ax.a, ax.collective, ax.sigma, ax.schedule, budget, bits[k]), inside_others)
+
+
+def _aligned_ladder(ax: _Axis, k: int, bits: list[tuple[int, ...]], pricer: _Pricer, budget: int,
+                    memo: tuple | None = None) -> list[frozenset[int]]:
+    """The axis's ladder in host masks; of the variants that tie in (degree, T) keep the
+    ``VARIANTS`` whose sub-blocks best fit inside other axes' blocks (where a fold can be shared).
+    ``memo``: ``_aligned_key`` of the same arguments, when the caller has it."""
+    memo = _aligned_key(ax, k, bits, pricer, budget) if memo is None else memo
     hit = pricer.ladders.get(memo)
     if hit is not None:
         return hit
+    _, hosted, inside_others = memo
     points = pricer.ladders.get(hosted)
     if points is None:
         points = []
@@ -760,8 +768,8 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
     descent bounds by its own best only, so its path is the unpruned one."""
     active = [k for k, ax in enumerate(axes) if ax.active]
     search = _LeafSearch(req, axes, bits, pricer, budget, active)
-    ladders = {k: [(i, search.option(k, o)) for i, o in enumerate(_aligned_ladder(axes[k], k, bits, pricer, budget))]
-               for k in active}
+    memos = {k: _aligned_key(axes[k], k, bits, pricer, budget) for k in active}
+    ladders = {k: _ladder_options(search, k, budget, memos[k]) for k in active}
     state = {"best": None}
 
     def leaf(key: tuple, chosen: list[tuple], host: int, outer: float | None):
@@ -813,7 +821,7 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
         return result()
     kernel, words = load_descent_kernel(), (req.world + 63) // 64
     if kernel is not None and fits_kernel(active, ladders, words):
-        state["best"] = _compiled_descent(kernel, search, ladders, active, budget, words)
+        state["best"] = _compiled_descent(kernel, search, ladders, memos, budget, words)
         return result()
     # Coordinate descent from the plain cube (every ladder starts with its cheapest option). A leaf
     # already tried in this descent is not tried again: it did not improve on the best of its time,
@@ -864,11 +872,26 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
     return result()
 
 
-def _compiled_descent(kernel, search: _LeafSearch, ladders: dict, active: list[int], budget: int, words: int):
+def _ladder_options(search: _LeafSearch, k: int, budget: int, memo: tuple) -> list[tuple[int, tuple]]:
+    """(index, ``_LeafSearch.option``) of every option of axis k's aligned ladder (memo: its key)."""
+    key = ("options", memo)
+    hit = search.pricer.ladders.get(key)
+    if hit is None:
+        aligned = _aligned_ladder(search.axes[k], k, search.bits, search.pricer, budget, memo)
+        hit = search.pricer.ladders[key] = [(i, search.option(k, o)) for i, o in enumerate(aligned)]
+    return hit
+
+
+def _compiled_descent(kernel, search: _LeafSearch, ladders: dict, memos: dict, budget: int, words: int):
     """The coordinate descent below, in C (``fabrics.planner.descent``): the same leaves in the same
-    order with the same floats; its best leaf as (obj, ports, host, own sets, ps), or None."""
-    pricer, axes, bits, req = search.pricer, search.axes, search.bits, search.req
+    order with the same floats; its best leaf as (obj, ports, host, own sets, ps), or None.
+    ``memos``: the ladders' ``_aligned_key`` per active axis."""
+    pricer, axes, bits, req, active = search.pricer, search.axes, search.bits, search.req, search.active
     tables = pricer.kernel_tables
+
+    def options(k: int) -> tuple[list[bytes], list[int]]:  # the ladder's bitsets and set ids
+        return ([bitset_bytes(opt[1], words) for _, opt in ladders[k]],
+                [tables.set_id(axes[k].a, opt[2]) for _, opt in ladders[k]])
 
     def full(r: int, fb: int) -> int:  # ``new_row``'s supported local masks, as a set id (-1: None)
         k = active[r]
@@ -885,12 +908,12 @@ def _compiled_descent(kernel, search: _LeafSearch, ladders: dict, active: list[i
         if table is None:
             table = pricer.kernel_rows[(k, bits[k])] = kernel.RowTable(words, req.ports)
         rows.append(table)
+    kernel_options = [tables.options((memos[k], words), lambda k=k: options(k)) for k in active]
     found = kernel.descend(
         words, budget, search.min_step, req.hop_latency_s, [axes[k].weight for k in active], rows,
         [tables.full_table(kernel, bits[k], words) for k in active],
         [tables.time_table(kernel, (req.hop_latency_s, req.link_rate_Bps, search._keys[k])) for k in active],
-        [[bitset_bytes(opt[1], words) for _, opt in ladders[k]] for k in active],
-        [[tables.set_id(axes[k].a, opt[2]) for _, opt in ladders[k]] for k in active],
+        [o[0] for o in kernel_options], [o[1] for o in kernel_options],
         [bitset_bytes(search.subgroups[k], words) for k in active], list(search.singles), list(search.pairs), full, time)
     if found is None:
         return None
