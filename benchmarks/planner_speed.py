@@ -30,7 +30,7 @@ before / after / ratio side by side.
     .venv/bin/python benchmarks/planner_speed.py [--repeat 3] [--splits] [--cells] [--requests] [--baseline REV]
 
 The shared-host planner's compiled descent (``fabrics.planner.descent``) is used when built
-(``python setup.py build_ext --inplace``); ``GX_PLANNER_KERNEL=off`` measures the Python path.
+(``python setup.py build_ext --inplace``); ``--python-descent`` measures the Python path.
 """
 
 from __future__ import annotations
@@ -257,6 +257,7 @@ def baseline(rev: str, args) -> dict:
         cmd = [sys.executable, str(script), "--json", "--repeat", str(args.repeat)]
         cmd += ["--splits"] * args.splits + ["--cells"] * args.cells + ["--requests"] * args.requests
         cmd += ["--requests-only"] * args.requests_only + ["--record-to", str(Path(args.record_to).resolve())]
+        cmd += ["--python-descent"] * args.python_descent
         env = {**os.environ, "PYTHONPATH": tmp}
         proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
         if proc.returncode:
@@ -276,9 +277,17 @@ def main() -> None:
     ap.add_argument("--requests-only", action="store_true", help="--requests without the single-plan measurements")
     ap.add_argument("--record-to", default=str(ROOT / ".gxnet-cache" / "planner_figure4_requests.json"),
                     help="the recorded requests and plans (recorded from the cells when absent)")
+    ap.add_argument("--python-descent", action="store_true", help="the planner's Python descent, not the built one")
     ap.add_argument("--baseline", metavar="REV", help="also measure git revision REV and print ratios")
     ap.add_argument("--json", action="store_true", help="print the measurements as one JSON line")
     args = ap.parse_args()
+    if args.python_descent:
+        try:  # absent before the compiled descent (baseline revisions)
+            from fabrics.planner.descent import use_compiled_descent
+
+            use_compiled_descent(False)
+        except ImportError:
+            pass
     if args.json:
         print(json.dumps(measure(args)))
         return

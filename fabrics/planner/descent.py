@@ -9,24 +9,31 @@ the same order, so plans are bit-identical; what stays in Python (building a lea
 axis-local generator set at a multiplicity) is reached by callbacks, once per new value.
 
 Without the build ``load_descent_kernel()`` returns None and the planner runs its Python
-descent, the reference (``tests/unit/test_fabrics_planner_kernel.py`` compares both).
-``GX_PLANNER_KERNEL=off`` in the environment selects the Python descent, too.
+descent, the reference (``tests/unit/test_fabrics_planner_kernel.py`` compares both);
+``use_compiled_descent(False)`` selects the Python descent with the build, too.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 
 MODULE = "fabrics.planner._descent_kernel"
 ABI = 2  # DK_ABI of descent_kernel.c: the argument list of descend()
 MAX_AXES, MAX_OPTIONS, MAX_WORDS = 8, 255, 64  # the kernel's limits (larger searches stay in Python)
 _LOADED: dict[str, object] = {}  # explicit keyed cache: module name -> module (or None: not built)
+_SWITCH = {"compiled": True}  # explicit: use_compiled_descent
+
+
+def use_compiled_descent(on: bool) -> bool:
+    """Use the built descent (True, the default) or the Python one; returns the previous choice."""
+    previous = _SWITCH["compiled"]
+    _SWITCH["compiled"] = bool(on)
+    return previous
 
 
 def load_descent_kernel():
-    """The built extension module, or None (not built, another ABI, or ``GX_PLANNER_KERNEL=off``)."""
-    if os.environ.get("GX_PLANNER_KERNEL", "").lower() in ("off", "0", "false", "no"):
+    """The built extension module, or None (not built, another ABI, or ``use_compiled_descent(False)``)."""
+    if not _SWITCH["compiled"]:
         return None
     if MODULE not in _LOADED:
         try:

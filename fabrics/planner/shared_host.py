@@ -228,7 +228,7 @@ class _Pricer:
         self._hosted: dict[tuple, tuple[frozenset[int], int]] = _STRUCTURE["hosted"]
         self.rows: dict[tuple, dict] = {}  # ``_LeafSearch``'s rows, per (axis, bits): this request's
         self.kernel_tables: KernelTables = _STRUCTURE["kernel"]
-        self.kernel_rows: dict[tuple, object] = {}  # the compiled descent's rows, per (axis, bits)
+        self.kernel_rows: dict[tuple, tuple] = {}  # the compiled descent's inputs per (axis, bits)
 
     def compress_table(self, bits: tuple[int, ...]) -> dict[int, int]:
         """Host mask → axis-local mask for every mask inside the block ``bits``."""
@@ -902,19 +902,20 @@ def _compiled_descent(kernel, search: _LeafSearch, ladders: dict, memos: dict, b
         t, h = search.time(active[r], tables.sets[set_id], p)
         return t, -1 if h is None else h
 
-    rows = []
+    per_axis = []  # (weight, rows, supported-set ids, times, subgroup bitset) of each axis on its bits
     for k in active:
-        table = pricer.kernel_rows.get((k, bits[k]))
-        if table is None:
-            table = pricer.kernel_rows[(k, bits[k])] = kernel.RowTable(words, req.ports)
-        rows.append(table)
+        hit = pricer.kernel_rows.get((k, bits[k]))
+        if hit is None:
+            hit = pricer.kernel_rows[(k, bits[k])] = (
+                axes[k].weight, kernel.RowTable(words, req.ports), tables.full_table(kernel, bits[k], words),
+                tables.time_table(kernel, (req.hop_latency_s, req.link_rate_Bps, search._keys[k])),
+                bitset_bytes(search.subgroups[k], words))
+        per_axis.append(hit)
     kernel_options = [tables.options((memos[k], words), lambda k=k: options(k)) for k in active]
-    found = kernel.descend(
-        words, budget, search.min_step, req.hop_latency_s, [axes[k].weight for k in active], rows,
-        [tables.full_table(kernel, bits[k], words) for k in active],
-        [tables.time_table(kernel, (req.hop_latency_s, req.link_rate_Bps, search._keys[k])) for k in active],
-        [o[0] for o in kernel_options], [o[1] for o in kernel_options],
-        [bitset_bytes(search.subgroups[k], words) for k in active], list(search.singles), list(search.pairs), full, time)
+    weights, rows, fulls, times, subgroups = (list(column) for column in zip(*per_axis))
+    found = kernel.descend(words, budget, search.min_step, req.hop_latency_s, weights, rows, fulls, times,
+                           [o[0] for o in kernel_options], [o[1] for o in kernel_options], subgroups,
+                           list(search.singles), list(search.pairs), full, time)
     if found is None:
         return None
     picks, obj, used, row_ps = found

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 
 import fabrics.planner.shared_host as sh
 from fabrics.planner import clear_plan_cache, shared_host_plan
-from fabrics.planner.descent import load_descent_kernel
+from fabrics.planner.descent import load_descent_kernel, use_compiled_descent
 from fabrics.planner.record import plan_record
 from fabrics.planner.request import MeshRequest, PlanRequest
 
@@ -37,17 +37,24 @@ def _record(plan) -> str:
 def _plan(request, monkeypatch, *, kernel: bool, calls: list | None = None) -> str:
     """The plan on emptied planner tables, with the compiled descent or the Python one."""
     clear_plan_cache()
-    with monkeypatch.context() as m:
-        m.setenv("GX_PLANNER_KERNEL", "on" if kernel else "off")
-        if calls is not None:
-            real = sh._compiled_descent
-            m.setattr(sh, "_compiled_descent", lambda *a: calls.append(1) or real(*a))
-        return _record(shared_host_plan(request))
+    previous = use_compiled_descent(kernel)
+    try:
+        with monkeypatch.context() as m:
+            if calls is not None:
+                real = sh._compiled_descent
+                m.setattr(sh, "_compiled_descent", lambda *a: calls.append(1) or real(*a))
+            return _record(shared_host_plan(request))
+    finally:
+        use_compiled_descent(previous)
 
 
-def test_kernel_switch(monkeypatch):
-    monkeypatch.setenv("GX_PLANNER_KERNEL", "off")
-    assert load_descent_kernel() is None
+def test_kernel_switch():
+    previous = use_compiled_descent(False)
+    try:
+        assert load_descent_kernel() is None
+    finally:
+        assert use_compiled_descent(previous) is False
+    assert (load_descent_kernel() is None) == (KERNEL is None)
 
 
 @needs_kernel
