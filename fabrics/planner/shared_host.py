@@ -25,6 +25,9 @@ All meshes share one host graph Cay((Z2)^n, S) over the rank labels of N = 2^n a
    of one mesh sharing them, as their generators are disjoint) exceeds an objective already
    reached is not raised, and coordinate descent tries each leaf once. Plans
    are bit-identical to the unmemoised search (``tests/unit/test_fabrics_planner_search.py``).
+   Where the optional extension is built, the coordinate descent runs compiled
+   (``fabrics.planner.descent``: the same leaves, bounds and greedy in C, same floats;
+   ``tests/unit/test_fabrics_planner_kernel.py``).
 4. **Edge colouring.** Every generator's edges form a perfect matching, so colouring edges by
    generator (p_g ports each) is proper; the colouring is checked port by port and, on failure,
    the plan is redone with one port fewer (Figure 12: "on failure: replan").
