@@ -238,6 +238,14 @@ static PyTypeObject RowTableType = {
 
 /* ---------------------------------------------------------------- one partition's search state */
 
+/* A leaf's generator atoms (at most one per host generator, so budget + 1 of each), and the
+ * greedy's multiplicities per atom; per call, not static: a callback may let another thread in. */
+typedef struct {
+    int n, *size, *pg, *trial_pg, *best_pg;
+    unsigned *own, *full; /* rows owning / supporting the atom, bit r */
+    u64 *bits; /* n sets of nw words */
+} Atoms;
+
 typedef struct {
     int A, nw, budget, min_step;
     double lam, w[MAX_AXES];
@@ -255,21 +263,35 @@ typedef struct {
     /* per leaf */
     Row *row[MAX_AXES];
     u64 fb[MAX_AXES][MAX_WORDS];
+    Atoms at;
 } Search;
+
+static int atoms_alloc(Atoms *at, int cap, int nw) {
+    at->size = malloc((size_t)cap * sizeof(int));
+    at->pg = malloc((size_t)cap * sizeof(int));
+    at->trial_pg = malloc((size_t)cap * sizeof(int));
+    at->best_pg = malloc((size_t)cap * sizeof(int));
+    at->own = malloc((size_t)cap * sizeof(unsigned));
+    at->full = malloc((size_t)cap * sizeof(unsigned));
+    at->bits = malloc((size_t)cap * nw * 8);
+    return at->size && at->pg && at->trial_pg && at->best_pg && at->own && at->full && at->bits ? 0 : -1;
+}
+
+static void atoms_free(Atoms *at) {
+    free(at->size), free(at->pg), free(at->trial_pg), free(at->best_pg), free(at->own), free(at->full), free(at->bits);
+}
 
 typedef struct {
     double obj;
     int used, ps[MAX_AXES];
 } Cand;
 
-/* (T, h) of axis r on set ``sid`` at multiplicity p (h = -1: no valid schedule); priced by
- * time_fn(r, sid, p) the first time. -1 on a Python error. */
-static int time_of(Search *s, int r, Py_ssize_t sid, Py_ssize_t p, double *t, int *h) {
-    TimeTable *tt = s->tt[r];
+/* set ``sid``'s times with room for multiplicity p (grown as needed); NULL: no memory */
+static TimeVec *time_vec(TimeTable *tt, Py_ssize_t sid, Py_ssize_t p) {
     if (sid >= tt->n) {
         Py_ssize_t n = sid + 1 > 2 * tt->n ? sid + 1 : 2 * tt->n;
         TimeVec *grown = realloc(tt->vec, (size_t)n * sizeof(TimeVec));
-        if (!grown) { PyErr_NoMemory(); return -1; }
+        if (!grown) return NULL;
         memset(grown + tt->n, 0, (size_t)(n - tt->n) * sizeof(TimeVec));
         tt->vec = grown;
         tt->n = n;
@@ -279,14 +301,23 @@ static int time_of(Search *s, int r, Py_ssize_t sid, Py_ssize_t p, double *t, in
         Py_ssize_t cap = p + 1 > 2 * v->cap ? p + 1 : 2 * v->cap;
         if (cap < 8) cap = 8;
         double *nt = realloc(v->t, (size_t)cap * sizeof(double));
-        if (!nt) { PyErr_NoMemory(); return -1; }
+        if (!nt) return NULL;
         v->t = nt;
         int *nh = realloc(v->h, (size_t)cap * sizeof(int));
-        if (!nh) { PyErr_NoMemory(); return -1; }
+        if (!nh) return NULL;
         for (Py_ssize_t i = v->cap; i < cap; i++) nh[i] = -2;
         v->h = nh;
         v->cap = cap;
     }
+    return v;
+}
+
+/* (T, h) of axis r on set ``sid`` at multiplicity p (h = -1: no valid schedule); priced by
+ * time_fn(r, sid, p) the first time. -1 on a Python error. The table is looked up again after
+ * the call: Python code may let another thread in, which may grow it. */
+static int time_of(Search *s, int r, Py_ssize_t sid, Py_ssize_t p, double *t, int *h) {
+    TimeVec *v = time_vec(s->tt[r], sid, p);
+    if (!v) { PyErr_NoMemory(); return -1; }
     if (v->h[p] == -2) {
         PyObject *res = PyObject_CallFunction(s->time_fn, "inn", r, sid, p);
         if (!res) return -1;
@@ -294,6 +325,8 @@ static int time_of(Search *s, int r, Py_ssize_t sid, Py_ssize_t p, double *t, in
         int phases;
         if (!PyArg_ParseTuple(res, "di", &value, &phases)) { Py_DECREF(res); return -1; }
         Py_DECREF(res);
+        v = time_vec(s->tt[r], sid, p);
+        if (!v) { PyErr_NoMemory(); return -1; }
         v->t[p] = value;
         v->h[p] = phases < 0 ? -1 : phases;
     }
@@ -415,18 +448,14 @@ static int pair_bound(Search *s, int ra, int rb, int spare, double *out) {
 
 /* ---------------------------------------------------------------- atoms and the greedy */
 
-typedef struct {
-    int n, size[MAX_WORDS * 64 + 1];
-    unsigned own[MAX_WORDS * 64 + 1], full[MAX_WORDS * 64 + 1]; /* rows owning / supported, bit r */
-} Atoms;
-
-static u64 atom_bits[MAX_WORDS * 64 + 1][MAX_WORDS]; /* scratch of _atoms (the module runs under the GIL) */
 
 /* _atoms: the leaf's generators refined by every row's own set and (when the axis may run on
  * it) its supported set; only the membership and the sizes are kept (the greedy reads no mask). */
 static void atoms_of(const Search *s, const u64 *host, const u64 *const *own_sets, Atoms *at) {
     int nw = s->nw, n = 1;
-    memcpy(atom_bits[0], host, (size_t)nw * 8);
+    u64 *bits_of = at->bits;
+#define ATOM(a) (bits_of + (size_t)(a) * nw)
+    memcpy(ATOM(0), host, (size_t)nw * 8);
     at->own[0] = at->full[0] = 0;
     for (int r = 0; r < s->A; r++) {
         for (int side = 1; side <= 2; side++) {
@@ -445,24 +474,25 @@ static void atoms_of(const Search *s, const u64 *host, const u64 *const *own_set
                 u64 inside[MAX_WORDS];
                 int any = 0, same = 1;
                 for (int i = 0; i < nw; i++) {
-                    inside[i] = atom_bits[a][i] & bits[i];
+                    inside[i] = ATOM(a)[i] & bits[i];
                     any |= inside[i] != 0;
-                    same &= inside[i] == atom_bits[a][i];
+                    same &= inside[i] == ATOM(a)[i];
                 }
                 if (!any) continue;
                 if (!same) { /* the part outside stays untagged, as a new atom */
-                    for (int i = 0; i < nw; i++) atom_bits[n][i] = atom_bits[a][i] ^ inside[i];
+                    for (int i = 0; i < nw; i++) ATOM(n)[i] = ATOM(a)[i] ^ inside[i];
                     at->own[n] = at->own[a];
                     at->full[n] = at->full[a];
                     n++;
-                    memcpy(atom_bits[a], inside, (size_t)nw * 8);
+                    memcpy(ATOM(a), inside, (size_t)nw * 8);
                 }
                 *(side == 1 ? &at->own[a] : &at->full[a]) |= tag;
             }
         }
     }
     at->n = n;
-    for (int a = 0; a < n; a++) at->size[a] = bs_count(atom_bits[a], nw);
+    for (int a = 0; a < n; a++) at->size[a] = bs_count(ATOM(a), nw);
+#undef ATOM
 }
 
 /* w·T of row q at own multiplicity p_own, its supported set at the least multiplied atom */
@@ -485,7 +515,7 @@ static int term(Search *s, const Atoms *at, int q, int p_own, const int *pg, dou
 /* _LeafSearch._raise: spend leftover ports on the multiplicity step that lowers Σ w·T most */
 static int greedy(Search *s, const Atoms *at, int n, double obj, Cand *out) {
     int A = s->A, na = at->n, ps[MAX_AXES], used = n;
-    static int pg[MAX_WORDS * 64 + 1], trial_pg[MAX_WORDS * 64 + 1], best_pg[MAX_WORDS * 64 + 1];
+    int *pg = at->pg, *trial_pg = at->trial_pg, *best_pg = at->best_pg;
     double current[MAX_AXES], trial[MAX_AXES], best_terms[MAX_AXES];
     unsigned touched[MAX_AXES], live = (1u << A) - 1;
     for (int r = 0; r < A; r++) {
@@ -571,9 +601,8 @@ static int leaf(Search *s, const int *picks, const u64 *host, Cand *cand) {
             if (jb > s->best_obj * (1 + 1e-12)) return 0;
         }
     }
-    static Atoms at;
-    atoms_of(s, host, own_sets, &at);
-    return greedy(s, &at, n, total, cand) < 0 ? -1 : 1;
+    atoms_of(s, host, own_sets, &s->at);
+    return greedy(s, &s->at, n, total, cand) < 0 ? -1 : 1;
 }
 
 static inline int cand_less(double o1, int u1, double o2, int u2) { return o1 < o2 || (o1 == o2 && u1 < u2); }
@@ -762,6 +791,8 @@ static PyObject *py_descend(PyObject *self, PyObject *args) {
         if (read_bitset(PyList_GET_ITEM(lists[6], r), s->nw, s->sub[r]) < 0) goto done;
     }
     if (parse_rows(s, lists[7], lists[8]) < 0) goto done;
+    if (s->budget < 1) { PyErr_SetString(PyExc_ValueError, "descend: budget >= 1 port"); goto done; }
+    if (atoms_alloc(&s->at, s->budget + 1, s->nw) < 0) { PyErr_NoMemory(); goto done; }
     int rc = descend(s);
     if (rc < 0) goto done;
     if (!s->has_best) { out = Py_NewRef(Py_None); goto done; }
@@ -777,6 +808,7 @@ done:
         free(s->opt[r]);
         free(s->opt_set[r]);
     }
+    atoms_free(&s->at);
     free(s);
     return out;
 }
