@@ -602,13 +602,8 @@ class _LeafSearch:
         key = (self._keys[k], local, p)
         hit = self._time.get(key)
         if hit is None:
-            hit = self.priced_time(self.axes[k], key)
-        return hit
-
-    def priced_time(self, ax: _Axis, key: tuple) -> tuple[float, int | None]:
-        """``time`` on a miss: ``key`` = (ax's key, local masks, p); any axis with that key prices it."""
-        price = self.pricer.price(ax, key[1], key[2])
-        hit = self._time[key] = (float("inf"), None) if price is None else (price.time_s, price.h)
+            price = self.pricer.price(self.axes[k], local, p)
+            hit = self._time[key] = (float("inf"), None) if price is None else (price.time_s, price.h)
         return hit
 
     def new_row(self, k: int, own_bits: int, ol: tuple[int, ...], fb: int):
