@@ -31,12 +31,23 @@ typedef uint64_t u64;
 
 /* ---------------------------------------------------------------- bitsets */
 
+/* SWAR popcount: no -march, so __builtin_popcountll would be a library call */
+static inline int popcount64(u64 x) {
+    x = x - ((x >> 1) & 0x5555555555555555ULL);
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+    return (int)((x * 0x0101010101010101ULL) >> 56);
+}
+
 static inline int bs_count(const u64 *a, int nw) {
     int n = 0;
-    for (int i = 0; i < nw; i++) n += __builtin_popcountll(a[i]);
+    for (int i = 0; i < nw; i++) n += popcount64(a[i]);
     return n;
 }
-static inline int bs_equal(const u64 *a, const u64 *b, int nw) { return memcmp(a, b, (size_t)nw * 8) == 0; }
+static inline int bs_equal(const u64 *a, const u64 *b, int nw) {
+    for (int i = 0; i < nw; i++) if (a[i] != b[i]) return 0;
+    return 1;
+}
 static inline int bs_empty(const u64 *a, int nw) {
     for (int i = 0; i < nw; i++) if (a[i]) return 0;
     return 1;
@@ -72,8 +83,12 @@ static void map_free(Map *m) {
 
 /* the slot holding ``key`` (*found = 1) or the empty slot where it goes */
 static Py_ssize_t map_slot(const Map *m, const u64 *key, int *found) {
-    u64 h = 0x84222325cbf29ce4ULL;
-    for (int i = 0; i < m->kw; i++) h = mix(h, key[i]);
+    u64 h = 0x84222325cbf29ce4ULL; /* words folded with rotations, then murmur3's finaliser */
+    for (int i = 0; i < m->kw; i++) {
+        int k = (7 * i) & 63;
+        h ^= k ? (key[i] << k) | (key[i] >> (64 - k)) : key[i];
+    }
+    h ^= h >> 33, h *= 0xff51afd7ed558ccdULL, h ^= h >> 33, h *= 0xc4ceb9fe1a85ec53ULL, h ^= h >> 33;
     Py_ssize_t mask = m->cap - 1, s = (Py_ssize_t)(h & (u64)mask);
     while (m->vals[s] >= 0) {
         if (bs_equal(m->keys + (size_t)s * m->kw, key, m->kw)) { *found = 1; return s; }
@@ -316,7 +331,13 @@ static TimeVec *time_vec(TimeTable *tt, Py_ssize_t sid, Py_ssize_t p) {
  * time_fn(r, sid, p) the first time. -1 on a Python error. The table is looked up again after
  * the call: Python code may let another thread in, which may grow it. */
 static int time_of(Search *s, int r, Py_ssize_t sid, Py_ssize_t p, double *t, int *h) {
-    TimeVec *v = time_vec(s->tt[r], sid, p);
+    TimeTable *tt = s->tt[r];
+    if (sid < tt->n && p < tt->vec[sid].cap && tt->vec[sid].h[p] != -2) { /* priced before: the usual case */
+        *t = tt->vec[sid].t[p];
+        *h = tt->vec[sid].h[p];
+        return 0;
+    }
+    TimeVec *v = time_vec(tt, sid, p);
     if (!v) { PyErr_NoMemory(); return -1; }
     if (v->h[p] == -2) {
         PyObject *res = PyObject_CallFunction(s->time_fn, "inn", r, sid, p);
