@@ -1,4 +1,6 @@
-"""Build step of the package metadata in pyproject.toml: the compiled VarioPath planning loop.
+"""Build step of the package metadata in pyproject.toml: the compiled VarioPath planning loop and
+the shared-host OCS planner's coordinate descent (``fabrics/planner/descent_kernel.c`` ->
+``fabrics.planner._descent_kernel``, the same kind of optional extension with a Python fallback).
 
 ``collectives/alltoallv/variopath_kernel.c`` becomes the extension module
 ``collectives.alltoallv._variopath_kernel`` on ``pip install`` (and in place on ``pip install -e``
@@ -24,6 +26,8 @@ class BuildKernel(build_ext):
 
 setup(
     ext_modules=[Extension("collectives.alltoallv._variopath_kernel", ["collectives/alltoallv/variopath_kernel.c"],
+                           libraries=["m"], optional=True),
+                 Extension("fabrics.planner._descent_kernel", ["fabrics/planner/descent_kernel.c"],
                            libraries=["m"], optional=True)],
     cmdclass={"build_ext": BuildKernel},
 )

@@ -14,12 +14,23 @@ Measures, medians of ``--repeat`` runs:
   does (plan cache emptied per split, prices of earlier splits kept): total, median, slowest;
 * ``--cells``: one whole analytical search cell (72 splits, ``pipelines.search.time_splits``) on
   all-EPS, hybrid and all-OCS, wall seconds.
+* ``--requests``: the 360 OCS requests of the five all-OCS 32K cells of
+  ``experiment=figure4_megatron`` (72 splits × batches 1, 2, 4, 8, 16), replayed as a search
+  worker meets them: caches emptied, batch 1's 72 warm the process, the other 288 are timed (CPU
+  seconds, ``time.process_time``), and every plan is compared with the recorded one by its plan
+  record (``fabrics.planner.record.plan_record``, JSON with sorted keys): "mismatched plans" must
+  be 0. The requests and plans are recorded once from the cells (``--record-to``, default
+  ``.gxnet-cache/planner_figure4_requests.json``; recorded on the tree that runs first, so record
+  on the reference revision: ``--baseline`` runs it first).
 
 ``--baseline REV`` runs the same measurements on ``git archive REV`` (read-only: the tree is
 extracted into a temporary folder and this script runs there in a subprocess) and prints
 before / after / ratio side by side.
 
-    .venv/bin/python benchmarks/planner_speed.py [--repeat 3] [--splits] [--cells] [--baseline REV]
+    .venv/bin/python benchmarks/planner_speed.py [--repeat 3] [--splits] [--cells] [--requests] [--baseline REV]
+
+The shared-host planner's compiled descent (``fabrics.planner.descent``) is used when built
+(``python setup.py build_ext --inplace``); ``--python-descent`` measures the Python path.
 """
 
 from __future__ import annotations
@@ -166,12 +177,72 @@ def measure_cells() -> dict:
     return out
 
 
+def record_requests(path: Path) -> None:
+    """Every OCS request the five all-OCS 32K cells plan, with its plan (the plan store off)."""
+    os.environ["GX_PLAN_STORE"] = "off"
+    import fabrics.planner.cache as cache
+    from fabrics.planner.record import plan_record
+    from pipelines.search import time_splits
+
+    recorded, compute = [], cache._compute
+
+    def recording(request):
+        result = compute(request)
+        recorded.append({"request": request.canonical(), "plan": plan_record(result)})
+        return result
+
+    _empty_caches()
+    cache._compute = recording
+    try:
+        for batch in (1, 2, 4, 8, 16):
+            from hydra import compose, initialize_config_dir
+
+            with initialize_config_dir(config_dir=str(Path.cwd() / "conf"), version_base=None):
+                cfg = compose(config_name="search", overrides=["experiment=figure4_megatron", "fabric=all_ocs",
+                                                               f"batch={batch}", "context=32K", "tracking.enabled=false"])
+            time_splits(cfg)
+    finally:
+        cache._compute = compute
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(recorded))
+
+
+def _recorded_request(d: dict):
+    from fabrics.planner.request import MeshRequest, PlanRequest
+
+    meshes = tuple(MeshRequest(**{k: tuple(v) for k, v in m.items()}) for m in d["meshes"])
+    return PlanRequest(**{**d, "meshes": meshes})
+
+
+def measure_requests(path: Path, repeat: int) -> dict:
+    from fabrics.planner import shared_host_plan
+    from fabrics.planner.record import plan_record
+
+    if not path.exists():
+        record_requests(path)
+    recorded = [(_recorded_request(r["request"]), json.dumps(r["plan"], sort_keys=True))
+                for r in json.loads(path.read_text())]
+    warm, timed = recorded[:72], recorded[72:]
+    cpu, mismatched = [], 0
+    for _ in range(repeat):
+        _empty_caches()
+        for request, _ in warm:
+            shared_host_plan(request)
+        t = time.process_time()
+        plans = [json.dumps(plan_record(shared_host_plan(request)), sort_keys=True) for request, _ in timed]
+        cpu.append(time.process_time() - t)
+        mismatched = max(mismatched, sum(got != want for got, (_, want) in zip(plans, timed)))
+    return {f"{len(timed)} recorded requests CPU s": statistics.median(cpu), "… mismatched plans": mismatched}
+
+
 def measure(args) -> dict:
-    out = measure_plans(args.repeat)
+    out = {} if args.requests_only else measure_plans(args.repeat)
     if args.splits:
         out.update(measure_splits())
     if args.cells:
         out.update(measure_cells())
+    if args.requests or args.requests_only:
+        out.update(measure_requests(Path(args.record_to).resolve(), args.repeat))
     return out
 
 
@@ -184,7 +255,9 @@ def baseline(rev: str, args) -> dict:
         script = Path(tmp) / "benchmarks" / "planner_speed_current.py"
         script.write_text(Path(__file__).read_text())
         cmd = [sys.executable, str(script), "--json", "--repeat", str(args.repeat)]
-        cmd += ["--splits"] * args.splits + ["--cells"] * args.cells
+        cmd += ["--splits"] * args.splits + ["--cells"] * args.cells + ["--requests"] * args.requests
+        cmd += ["--requests-only"] * args.requests_only + ["--record-to", str(Path(args.record_to).resolve())]
+        cmd += ["--python-descent"] * args.python_descent
         env = {**os.environ, "PYTHONPATH": tmp}
         proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
         if proc.returncode:
@@ -200,9 +273,21 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--splits", action="store_true", help="plan the 72 Megatron splits as a search cell does")
     ap.add_argument("--cells", action="store_true", help="time whole search cells (all-EPS, hybrid, all-OCS)")
+    ap.add_argument("--requests", action="store_true", help="replay the 360 recorded figure-4 all-OCS 32K requests")
+    ap.add_argument("--requests-only", action="store_true", help="--requests without the single-plan measurements")
+    ap.add_argument("--record-to", default=str(ROOT / ".gxnet-cache" / "planner_figure4_requests.json"),
+                    help="the recorded requests and plans (recorded from the cells when absent)")
+    ap.add_argument("--python-descent", action="store_true", help="the planner's Python descent, not the built one")
     ap.add_argument("--baseline", metavar="REV", help="also measure git revision REV and print ratios")
     ap.add_argument("--json", action="store_true", help="print the measurements as one JSON line")
     args = ap.parse_args()
+    if args.python_descent:
+        try:  # absent before the compiled descent (baseline revisions)
+            from fabrics.planner.descent import use_compiled_descent
+
+            use_compiled_descent(False)
+        except ImportError:
+            pass
     if args.json:
         print(json.dumps(measure(args)))
         return

@@ -16,9 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from collectives.cost import Cost
 from collectives.errors import SpecError
 from collectives.schedules import SCHEDULES, schedules_for
-from collectives.topology import CayleyTopology, topology_key
+from collectives.selection import hockney_time_s as _eq1
+from collectives.topology import CayleyTopology, invariants, topology_key
 
 TIE_ORDER = ("one_shot_dvo", "one_shot", "direct", "coset_factored_parallel", "coset_factored",
              "bruck_parallel", "bruck_radix", "bruck", "rs_ag_parallel", "rs_ag", "recursive_doubling",
@@ -35,17 +37,19 @@ class AxisPrice:
 
 
 _PRICES: dict[tuple, AxisPrice | None] = {}
+# (topology, collective, schedule) -> the valid schedules' closed forms and the topology's name:
+# what a price reads besides σ, p, λ and R, so requests that differ in those share it
+_CANDIDATES: dict[tuple, tuple] = {}
 
 
 def clear_axis_cache() -> None:
     _PRICES.clear()
+    _CANDIDATES.clear()
 
 
 def hockney_time_s(cost, sigma_bytes: int, hop_latency_s: float, link_rate_Bps: float, p: int) -> float:
     """Eq. 1: T = h·λ + v·σ/(p·R) (``collectives.selection.hockney_time_s``)."""
-    from collectives.selection import hockney_time_s as eq1
-
-    return eq1(cost, sigma_bytes, hop_latency_s, link_rate_Bps, p)
+    return _eq1(cost, sigma_bytes, hop_latency_s, link_rate_Bps, p)
 
 
 def _tie_rank(name: str) -> tuple[int, str]:
@@ -58,23 +62,104 @@ def price_axis(topo, collective: str, sigma_bytes: int, *, p: int, hop_latency_s
     key = (topology_key(topo), collective, sigma_bytes, p, hop_latency_s, link_rate_Bps, schedule)
     if key in _PRICES:
         return _PRICES[key]
+    price = _PRICES[key] = price_candidates(schedule_candidates(topo, collective, schedule), sigma_bytes, p=p,
+                                            hop_latency_s=hop_latency_s, link_rate_Bps=link_rate_Bps)
+    return price
+
+
+def _tree_floor(topo) -> int:
+    """≤ Σ_k max_g load_k(g) of the balanced tree (``collectives.schedules._tree_volume``): the
+    |S_k| ranks of sphere k take one last hop each among the d generators, so the most loaded
+    one carries ≥ ⌈|S_k| / d⌉ (pigeonhole)."""
+    d = len(set(topo.generators))
+    return sum(-(-len(sphere) // d) for sphere in invariants(topo).spheres[1:])
+
+
+def _direct_floor(topo) -> int:
+    """≤ ``collectives.schedules._direct_volume``: level k's subtrees hold every rank at distance
+    ≥ k once, spread over the d generators, so the most loaded one carries ≥ ⌈N_{≥k} / d⌉."""
+    d = len(set(topo.generators))
+    spheres = invariants(topo).spheres
+    beyond = [0] * (len(spheres) + 1)
+    for k in range(len(spheres) - 1, 0, -1):
+        beyond[k] = beyond[k + 1] + len(spheres[k])
+    return sum(-(-beyond[k] // d) for k in range(1, len(spheres)))
+
+
+# Floors (h, v ≤ the closed form's) of the schedules whose closed forms build the balanced tree
+# (``collectives.trees.balanced_tree``, the costliest part of pricing a new graph): priced only when
+# the floor's T is not above the best T already found, so a schedule that cannot win or tie is
+# never built (tests/unit/test_fabrics_planner_kernel.py checks every floor against the closed form).
+CLOSED_FORM_FLOORS = {
+    ("allreduce", "one_shot_dvo"): lambda t: (t.diameter, Fraction(_tree_floor(t))),
+    ("allgather", "one_shot_dvo"): lambda t: (t.diameter, Fraction(_tree_floor(t), t.n_ranks)),
+    ("reducescatter", "one_shot_dvo"): lambda t: (t.diameter, Fraction(_tree_floor(t), t.n_ranks)),
+    ("alltoall", "direct"): lambda t: (t.diameter, Fraction(_direct_floor(t), t.n_ranks)),
+}
+
+
+class _Deferred:
+    """A schedule's closed form, computed when first needed (``CLOSED_FORM_FLOORS``)."""
+
+    __slots__ = ("floor", "_entry", "_topo", "_collective", "_cost")
+
+    def __init__(self, entry, topo, collective: str):
+        h, v = CLOSED_FORM_FLOORS[(collective, entry.name)](topo)
+        self.floor = Cost(h=h, v=v, u=0)
+        self._entry, self._topo, self._collective, self._cost = entry, topo, collective, None
+
+    def cost(self) -> Cost:
+        if self._cost is None:
+            self._cost = self._entry.closed_form(self._topo, self._collective)
+        return self._cost
+
+
+def schedule_candidates(topo, collective: str, schedule: str = "auto") -> tuple[tuple[tuple, ...], str]:
+    """((closed form or ``_Deferred``, tie rank, name) of every valid schedule, in
+    ``schedules_for`` order; the topology's name): what ``price_axis`` reads besides σ, p, λ, R."""
+    key = (topology_key(topo), collective, schedule)
+    hit = _CANDIDATES.get(key)
+    if hit is not None:
+        return hit
     names = schedules_for(collective) if schedule == "auto" else [schedule]
-    best: tuple | None = None
+    found = []
     for name in names:
         entry = SCHEDULES.get(name)
         if collective not in entry.collectives:
             raise SpecError(f"schedule {name!r} does not implement {collective}; it serves: {', '.join(entry.collectives)}")
-        if not entry.valid(topo, collective):
+        if entry.valid(topo, collective):
+            deferred = (collective, name) in CLOSED_FORM_FLOORS and len(names) > 1
+            found.append((_Deferred(entry, topo, collective) if deferred else entry.closed_form(topo, collective),
+                          _tie_rank(name), name))
+    hit = _CANDIDATES[key] = (tuple(found), _name(topo) if found else "")
+    return hit
+
+
+def price_candidates(candidates: tuple[tuple[tuple, ...], str], sigma_bytes: int, *, p: int, hop_latency_s: float,
+                     link_rate_Bps: float) -> AxisPrice | None:
+    """The fastest of ``schedule_candidates`` at σ, p, λ and R (Eq. 1); exact ties by ``TIE_ORDER``.
+    (T, tie rank) orders the schedules strictly, so the minimum does not depend on the order they
+    are tried in: deferred ones come last, and one whose floor's T is above the best is skipped
+    (Eq. 1 is monotone in h and v, and so is its float evaluation)."""
+    schedules, topology = candidates
+    best: tuple | None = None
+    deferred = []
+    for cost, rank, name in schedules:
+        if isinstance(cost, _Deferred):
+            deferred.append((cost, rank, name))
             continue
-        cost = entry.closed_form(topo, collective)
-        t = hockney_time_s(cost, sigma_bytes, hop_latency_s, link_rate_Bps, p)
-        cand = (t, _tie_rank(name), cost.h, cost.v, name)
+        cand = (hockney_time_s(cost, sigma_bytes, hop_latency_s, link_rate_Bps, p), rank, cost.h, cost.v, name)
         if best is None or cand[:2] < best[:2]:
             best = cand
-    price = None if best is None else AxisPrice(time_s=best[0], schedule=best[4], h=best[2], v=best[3],
-                                                 topology=_name(topo))
-    _PRICES[key] = price
-    return price
+    for lazy, rank, name in deferred:
+        if best is not None and hockney_time_s(lazy.floor, sigma_bytes, hop_latency_s, link_rate_Bps, p) > best[0]:
+            continue
+        cost = lazy.cost()
+        cand = (hockney_time_s(cost, sigma_bytes, hop_latency_s, link_rate_Bps, p), rank, cost.h, cost.v, name)
+        if best is None or cand[:2] < best[:2]:
+            best = cand
+    return None if best is None else AxisPrice(time_s=best[0], schedule=best[4], h=best[2], v=best[3],
+                                                topology=topology)
 
 
 def _name(topo) -> str:

@@ -25,6 +25,9 @@ All meshes share one host graph Cay((Z2)^n, S) over the rank labels of N = 2^n a
    of one mesh sharing them, as their generators are disjoint) exceeds an objective already
    reached is not raised, and coordinate descent tries each leaf once. Plans
    are bit-identical to the unmemoised search (``tests/unit/test_fabrics_planner_search.py``).
+   Where the optional extension is built, the coordinate descent runs compiled
+   (``fabrics.planner.descent``: the same leaves, bounds and greedy in C, same floats;
+   ``tests/unit/test_fabrics_planner_kernel.py``).
 4. **Edge colouring.** Every generator's edges form a perfect matching, so colouring edges by
    generator (p_g ports each) is proper; the colouring is checked port by port and, on failure,
    the plan is redone with one port fewer (Figure 12: "on failure: replan").
@@ -38,7 +41,8 @@ from dataclasses import dataclass, field
 from itertools import combinations, count, product
 
 from collectives.errors import SpecError
-from fabrics.planner.axis_cost import AxisPrice, complete_blocks, compress, expand, price_axis
+from fabrics.planner.axis_cost import AxisPrice, complete_blocks, compress, expand, price_candidates, schedule_candidates
+from fabrics.planner.descent import KernelTables, bitset_bytes, fits_kernel, load_descent_kernel
 from fabrics.planner.request import NO_COLLECTIVE, PlanRequest, request_hash
 
 MAX_PARTITIONS = 400  # bit-partition combinations tried exhaustively
@@ -179,7 +183,9 @@ def _local_options(a: int, ports: int) -> list[frozenset[int]]:
 # compute each once. Explicit and keyed (DESIGN.md); ``clear_search_tables`` (called by
 # ``fabrics.planner.clear_plan_cache``) is always safe; a table past ``_TABLE_KEEP`` entries is
 # emptied and refilled (results never depend on what a table holds).
-_STRUCTURE: dict[str, dict] = {name: {} for name in ("local_masks", "full_masks", "subgroups", "compress", "block_fold")}
+_STRUCTURE: dict[str, dict] = {name: {} for name in ("local_masks", "full_masks", "subgroups", "compress", "block_fold",
+                                                    "candidates", "hosted")}
+_STRUCTURE["kernel"] = KernelTables()  # the compiled descent's (``fabrics.planner.descent``)
 _PRICED: dict[tuple[float, float], dict[str, dict]] = {}
 _ROW_COUNTER = count()  # ids of greedy rows (``_LeafSearch.row_id``): never reused
 _TABLE_KEEP = 250_000  # entries per table (≈ 0.2 GB for all of them after the 360 requests of figure 4)
@@ -221,7 +227,11 @@ class _Pricer:
         self._subgroups: dict[tuple[int, ...], int] = _STRUCTURE["subgroups"]
         self._compress: dict[tuple[int, ...], dict[int, int]] = _STRUCTURE["compress"]
         self._block_fold: dict[tuple, bool] = _STRUCTURE["block_fold"]
+        self._candidates: dict[tuple, tuple] = _STRUCTURE["candidates"]
+        self._hosted: dict[tuple, tuple[frozenset[int], int]] = _STRUCTURE["hosted"]
         self.rows: dict[tuple, dict] = {}  # ``_LeafSearch``'s rows, per (axis, bits): this request's
+        self.kernel_tables: KernelTables = _STRUCTURE["kernel"]
+        self.kernel_rows: dict[tuple, tuple] = {}  # the compiled descent's inputs per (axis, bits)
 
     def compress_table(self, bits: tuple[int, ...]) -> dict[int, int]:
         """Host mask → axis-local mask for every mask inside the block ``bits``."""
@@ -244,16 +254,31 @@ class _Pricer:
             hit = self._subgroups[bits] = _bitset(expand(x, bits) for x in range(1, 1 << len(bits)))
         return hit
 
-    def price(self, ax: _Axis, local_masks, p: int) -> AxisPrice | None:
-        from collectives.topology import CayleyTopology
+    def hosted(self, local: frozenset[int], bits: tuple[int, ...]) -> tuple[frozenset[int], int]:
+        """An axis-local generator set in host masks, and the bitset of its folds (masks of ≥ 2 bits)."""
+        key = (local, bits)
+        hit = self._hosted.get(key)
+        if hit is None:
+            host = frozenset(expand(g, bits) for g in local)
+            hit = self._hosted[key] = (host, _bitset(g for g in host if g & (g - 1)))
+        return hit
 
+    def price(self, ax: _Axis, local_masks, p: int) -> AxisPrice | None:
+        """``axis_cost.price_axis`` on the Cayley graph of ``local_masks``; the valid schedules'
+        closed forms are kept per (graph, collective, schedule), whatever σ, p, λ and R."""
         gens = tuple(sorted(local_masks))
         key = (ax.a, gens, ax.collective, ax.sigma, ax.schedule, p)
         if key in self._cache:
             return self._cache[key]
-        topo = CayleyTopology(n_bits=ax.a, generators=gens)
-        price = price_axis(topo, ax.collective, ax.sigma, p=p, hop_latency_s=self.req.hop_latency_s,
-                           link_rate_Bps=self.req.link_rate_Bps, schedule=ax.schedule)
+        shape = (ax.a, gens, ax.collective, ax.schedule)
+        candidates = self._candidates.get(shape)
+        if candidates is None:
+            from collectives.topology import CayleyTopology
+
+            topo = CayleyTopology(n_bits=ax.a, generators=gens)
+            candidates = self._candidates[shape] = schedule_candidates(topo, ax.collective, ax.schedule)
+        price = price_candidates(candidates, ax.sigma, p=p, hop_latency_s=self.req.hop_latency_s,
+                                 link_rate_Bps=self.req.link_rate_Bps)
         self._cache[key] = price
         return price
 
@@ -389,24 +414,31 @@ def _ports(host: frozenset[int], owns: list[frozenset[int]], ps: list[int]) -> i
     return sum(pg.get(g, 1) for g in host)
 
 
-def _aligned_ladder(ax: _Axis, k: int, bits: list[tuple[int, ...]], pricer: _Pricer, budget: int) -> list[frozenset[int]]:
-    """The axis's ladder in host masks; of the variants that tie in (degree, T) keep the
-    ``VARIANTS`` whose sub-blocks best fit inside other axes' blocks (where a fold can be shared)."""
-    hosted = ("hosted", ax.a, ax.collective, ax.sigma, ax.schedule, budget, bits[k])
-    inside_others = 0  # every mask inside some other axis's block (bitset): where a fold can be shared
+def _aligned_key(ax: _Axis, k: int, bits: list[tuple[int, ...]], pricer: _Pricer, budget: int) -> tuple:
+    """Everything ``_aligned_ladder`` reads: the axis's ladder in its bits, and every mask inside
+    some other axis's block (bitset: where a fold can be shared)."""
+    inside_others = 0
     for j, bs in enumerate(bits):
         if j != k:
             inside_others |= pricer.subgroup(bs)
-    memo = ("aligned", hosted, inside_others)  # the choice below reads nothing else
+    return ("aligned", ("hosted", ax.a, ax.collective, ax.sigma, ax.schedule, budget, bits[k]), inside_others)
+
+
+def _aligned_ladder(ax: _Axis, k: int, bits: list[tuple[int, ...]], pricer: _Pricer, budget: int,
+                    memo: tuple | None = None) -> list[frozenset[int]]:
+    """The axis's ladder in host masks; of the variants that tie in (degree, T) keep the
+    ``VARIANTS`` whose sub-blocks best fit inside other axes' blocks (where a fold can be shared).
+    ``memo``: ``_aligned_key`` of the same arguments, when the caller has it."""
+    memo = _aligned_key(ax, k, bits, pricer, budget) if memo is None else memo
     hit = pricer.ladders.get(memo)
     if hit is not None:
         return hit
+    _, hosted, inside_others = memo
     points = pricer.ladders.get(hosted)
     if points is None:
         points = []
         for local, deg, t in _ladder(ax, pricer, budget):
-            host = frozenset(expand(g, bits[k]) for g in local)
-            points.append((deg, t, host, _bitset(g for g in host if g & (g - 1))))
+            points.append((deg, t, *pricer.hosted(local, bits[k])))
         pricer.ladders[hosted] = points
     groups: dict[tuple[int, float], list[tuple[int, int, frozenset[int]]]] = {}
     for idx, (deg, t, host, folds) in enumerate(points):
@@ -574,11 +606,24 @@ class _LeafSearch:
             hit = self._time[key] = (float("inf"), None) if price is None else (price.time_s, price.h)
         return hit
 
+    def new_row(self, k: int, own_bits: int, ol: tuple[int, ...], fb: int):
+        """(supported local masks or None, w·T at p = 1, w·h·λ) of axis k on its own set (bitset
+        ``own_bits``, local masks ``ol``) with the supported set ``fb``: the axis runs on the
+        supported set when it forms block folds and is not slower (``_Evaluator.axis_time``)."""
+        fl = self.full_local(k, fb) if fb != own_bits else None  # own ⊆ full: larger iff different
+        w = self.axes[k].weight
+        to, ho = self.time(k, ol, 1)
+        if fl is not None:
+            tf, hf = self.time(k, fl, 1)
+            if hf is not None and (ho is None or tf <= to):
+                to, ho = tf, hf
+        return fl, w * to, w * (ho * self.lam if ho is not None else float("inf"))
+
     def leaf(self, key: tuple, chosen: list[tuple], host: int, best, bound: float | None):
         """The leaf's (obj, ports, ps), or None when its lower bound shows it cannot beat ``bound``
         (an objective already reached; Eq. 1 is monotone in p). ``chosen``: (k, option) per
         active axis; ``host``: the bitset union of their own sets; ``key`` names the leaf."""
-        axes, budget, lam, time = self.axes, self.budget, self.lam, self.time
+        axes, budget, time = self.axes, self.budget, self.time
         # every leaf is visited once (the depth-first walk and the descent never repeat a key), so
         # nothing per leaf is kept; per-axis rows are memoised by (own set, supported set)
         # per row: ((k, weight, own local, own bitset, full local or None, full bitset), w·T at p = 1,
@@ -591,15 +636,9 @@ class _LeafSearch:
             # axis k's row and its w·T and w·h·λ at p = 1 depend only on (own set, supported set)
             hit = contrib[k].get((own_bits, fb))
             if hit is None:
-                fl = self.full_local(k, fb) if fb != own_bits else None  # own ⊆ full: larger iff different
                 w = axes[k].weight
-                to, ho = time(k, ol, 1)
-                if fl is not None:
-                    tf, hf = time(k, fl, 1)
-                    if hf is not None and (ho is None or tf <= to):
-                        to, ho = tf, hf
-                hit = contrib[k][(own_bits, fb)] = ((k, w, ol, own_bits, fl, fb), w * to,
-                                                    w * (ho * lam if ho is not None else float("inf")), {},
+                fl, wt, wh = self.new_row(k, own_bits, ol, fb)
+                hit = contrib[k][(own_bits, fb)] = ((k, w, ol, own_bits, fl, fb), wt, wh, {},
                                                     self.row_id((self._keys[k], w, ol, fl)))
             hits.append(hit)
             total += hit[1]
@@ -727,8 +766,8 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
     descent bounds by its own best only, so its path is the unpruned one."""
     active = [k for k, ax in enumerate(axes) if ax.active]
     search = _LeafSearch(req, axes, bits, pricer, budget, active)
-    ladders = {k: [(i, search.option(k, o)) for i, o in enumerate(_aligned_ladder(axes[k], k, bits, pricer, budget))]
-               for k in active}
+    memos = {k: _aligned_key(axes[k], k, bits, pricer, budget) for k in active}
+    ladders = {k: _ladder_options(search, k, budget, memos[k]) for k in active}
     state = {"best": None}
 
     def leaf(key: tuple, chosen: list[tuple], host: int, outer: float | None):
@@ -778,6 +817,10 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
 
         dfs(0, 0)
         return result()
+    kernel, words = load_descent_kernel(), (req.world + 63) // 64
+    if kernel is not None and fits_kernel(active, ladders, words):
+        state["best"] = _compiled_descent(kernel, search, ladders, memos, budget, words)
+        return result()
     # Coordinate descent from the plain cube (every ladder starts with its cheapest option). A leaf
     # already tried in this descent is not tried again: it did not improve on the best of its time,
     # the best only falls, and a leaf's candidate can only rise as the best falls (a lower best
@@ -825,6 +868,62 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
         if not changed:
             break
     return result()
+
+
+def _ladder_options(search: _LeafSearch, k: int, budget: int, memo: tuple) -> list[tuple[int, tuple]]:
+    """(index, ``_LeafSearch.option``) of every option of axis k's aligned ladder (memo: its key)."""
+    key = ("options", memo)
+    hit = search.pricer.ladders.get(key)
+    if hit is None:
+        aligned = _aligned_ladder(search.axes[k], k, search.bits, search.pricer, budget, memo)
+        hit = search.pricer.ladders[key] = [(i, search.option(k, o)) for i, o in enumerate(aligned)]
+    return hit
+
+
+def _compiled_descent(kernel, search: _LeafSearch, ladders: dict, memos: dict, budget: int, words: int):
+    """The coordinate descent below, in C (``fabrics.planner.descent``): the same leaves in the same
+    order with the same floats; its best leaf as (obj, ports, host, own sets, ps), or None.
+    ``memos``: the ladders' ``_aligned_key`` per active axis."""
+    pricer, axes, bits, req, active = search.pricer, search.axes, search.bits, search.req, search.active
+    tables = pricer.kernel_tables
+
+    def options(k: int) -> tuple[list[bytes], list[int]]:  # the ladder's bitsets and set ids
+        return ([bitset_bytes(opt[1], words) for _, opt in ladders[k]],
+                [tables.set_id(axes[k].a, opt[2]) for _, opt in ladders[k]])
+
+    def full(r: int, fb: int) -> int:  # ``new_row``'s supported local masks, as a set id (-1: None)
+        k = active[r]
+        local = search.full_local(k, fb)
+        return -1 if local is None else tables.set_id(axes[k].a, local)
+
+    def time(r: int, set_id: int, p: int) -> tuple[float, int]:
+        t, h = search.time(active[r], tables.sets[set_id], p)
+        return t, -1 if h is None else h
+
+    per_axis = []  # (weight, rows, supported-set ids, times, subgroup bitset) of each axis on its bits
+    for k in active:
+        hit = pricer.kernel_rows.get((k, bits[k]))
+        if hit is None:
+            hit = pricer.kernel_rows[(k, bits[k])] = (
+                axes[k].weight, kernel.RowTable(words, req.ports), tables.full_table(kernel, bits[k], words),
+                tables.time_table(kernel, (req.hop_latency_s, req.link_rate_Bps, search._keys[k])),
+                bitset_bytes(search.subgroups[k], words))
+        per_axis.append(hit)
+    kernel_options = [tables.options((memos[k], words), lambda k=k: options(k)) for k in active]
+    weights, rows, fulls, times, subgroups = (list(column) for column in zip(*per_axis))
+    found = kernel.descend(words, budget, search.min_step, req.hop_latency_s, weights, rows, fulls, times,
+                           [o[0] for o in kernel_options], [o[1] for o in kernel_options], subgroups,
+                           list(search.singles), list(search.pairs), full, time)
+    if found is None:
+        return None
+    picks, obj, used, row_ps = found
+    host, owns, ps = 0, [], [1] * len(axes)
+    for k, j, p in zip(active, picks, row_ps):
+        own, own_bits, _ = ladders[k][j][1]
+        host |= own_bits
+        owns.append(own)
+        ps[k] = p
+    return (obj, used, host, owns, ps)
 
 
 def _colour(host_pg: list[tuple[int, int]], ports: int, world: int) -> tuple[int | None, ...] | None:
