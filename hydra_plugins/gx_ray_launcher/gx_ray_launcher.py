@@ -7,7 +7,6 @@ overrides (``compose.LeafComposer``) and keeps per point only its overrides and 
 """
 
 
-import contextlib
 import hashlib
 import json
 import os
@@ -130,18 +129,16 @@ def cli_process() -> bool:
 
 
 def exit_now(code: int) -> None:
-    """End the command once the sweep is written: stop this driver's Ray (without the half second
-    Ray's own exit hook sleeps), close the log files, and leave without the interpreter's
+    """End the command once the sweep is written: stop this driver's Ray
+    (:func:`pipelines.ray_cluster.stop_before_exit`), close the log files, and leave without the interpreter's
     teardown, which waits ~1-3 s on Ray's and gRPC's threads after the last line is out. Every
     result, table line and MLflow run is on disk by now (the writer thread has been joined); the
     report process runs on by itself."""
     import logging
 
-    with contextlib.suppress(Exception):
-        import ray
+    from pipelines.ray_cluster import stop_before_exit
 
-        if ray.is_initialized():
-            ray.shutdown()
+    stop_before_exit()
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
