@@ -86,6 +86,11 @@ def export_commit(ref: str, dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     archive = subprocess.run(["git", "archive", ref], cwd=ROOT, capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    # the tree's optional C extensions (untracked build products), built as an install builds them:
+    # without them the planners run their Python fallbacks
+    if (dest / "setup.py").exists():
+        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=dest,
+                       capture_output=True, check=True)
     return dest
 
 
