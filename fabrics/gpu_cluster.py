@@ -30,8 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collectives.errors import SpecError
-from fabrics.network.analytical import IndependentCalls, SingleLevelParams, native_phase_bytes, native_time_s
-from fabrics.network.protocol import CollectiveCall, Completion, DemandEntry, check_in_demand
+from fabrics.network.analytical import SingleLevelParams, native_phase_bytes, native_time_s
+from fabrics.network.protocol import CollectiveCall, Completion, DemandEntry, IndependentCalls, check_in_demand
 from fabrics.nvswitch import NvSwitchDomain
 
 HIERARCHICAL = "hierarchical"

@@ -17,7 +17,7 @@ apart from the data movement, under ``planning`` in the breakdown. The same exec
 steps (``gxnet.plan``) and expert-parallel prefill/decode phases (``gxnet.ep_phase``).
 
 Without a trace (every split of a search) a model whose calls are priced independently
-(``fabrics.network.analytical.IndependentCalls``) is walked by ``_execute_independent``: the
+(``fabrics.network.protocol.IndependentCalls``) is walked by ``_execute_independent``: the
 same numbers, to the bit, with each plan entry priced once and the kernels between collectives
 summed once per walk; any other model goes through ``register`` / ``advance`` for every call.
 """
@@ -27,8 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from fabrics.network.analytical import IndependentCalls
-from fabrics.network.protocol import CollectiveCall, Completion, NetworkModel, check_in_demand
+from fabrics.network.protocol import CollectiveCall, Completion, IndependentCalls, NetworkModel, check_in_demand
 from gxnet.plan import BREAKDOWN_KEYS, CollectiveEntry, ExecutionPlan
 
 _NO_ARGS: dict = {}

@@ -31,14 +31,8 @@ from functools import lru_cache
 import numpy as np
 
 from collectives.errors import SpecError
-from fabrics.network.protocol import (
-    CollectiveCall,
-    Completion,
-    DemandEntry,
-    NetworkReport,
-    check_in_demand,
-    schedules_by_row,
-)
+from fabrics.network.protocol import (CollectiveCall, Completion, DemandEntry, IndependentCalls, NetworkReport,
+                                      check_in_demand, schedules_by_row)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,42 +90,6 @@ def native_time_s(params: SingleLevelParams, collective: str, n_ranks: int, sigm
             best = (t, name)
     assert best is not None
     return best
-
-
-class IndependentCalls:
-    """The protocol's ``register`` / ``advance`` / ``report`` for a model that prices every call on
-    its own when it is registered (no contention between concurrent collectives, B.4); a subclass
-    gives ``call_price(call) -> (seconds, schedule)`` and sets ``_pending`` / ``schedules_used``.
-
-    The contract a subclass keeps (and the executor relies on, ``gxnet.executor``): between two
-    ``prepare`` calls, ``call_price`` depends on the call's structure and payload only (not on
-    its id, its start or the calls before it), and ``register(call, t)`` completes the call at
-    ``t + duration`` with no planning time. A walk may then price each distinct call once and
-    ``book`` the schedule of every further call, without a Completion per call."""
-
-    name = "analytical"
-    _pending: list
-    schedules_used: dict
-
-    def call_price(self, call: CollectiveCall) -> tuple[float, str]:
-        raise NotImplementedError
-
-    def book(self, key: tuple[str, str, str], schedule: str) -> None:
-        """Record that a call of demand row ``key`` (region, axis, collective) ran ``schedule``."""
-        self.schedules_used[key] = schedule
-
-    def register(self, call: CollectiveCall, earliest_start_s: float) -> None:
-        duration_s, schedule = self.call_price(call)
-        self.book((call.region, call.axis, call.collective), schedule)
-        self._pending.append(Completion(call_id=call.call_id, start_s=earliest_start_s,
-                                        end_s=earliest_start_s + duration_s, schedule=schedule))
-
-    def advance(self) -> list[Completion]:
-        done, self._pending = self._pending, []
-        return done
-
-    def report(self) -> NetworkReport:
-        return NetworkReport(model=self.name, schedules=schedules_by_row(self.schedules_used))
 
 
 class AnalyticalSingleLevel(IndependentCalls):
