@@ -1,6 +1,8 @@
 """Build step of the package metadata in pyproject.toml: the compiled VarioPath planning loop and
 the shared-host OCS planner's coordinate descent (``fabrics/planner/descent_kernel.c`` ->
-``fabrics.planner._descent_kernel``, the same kind of optional extension with a Python fallback).
+``fabrics.planner._descent_kernel``, the same kind of optional extension with a Python fallback)
+and the balanced trees' last-hop assignment (``collectives/tree_kernel.c`` ->
+``collectives._tree_kernel``, likewise).
 
 ``collectives/alltoallv/variopath_kernel.c`` becomes the extension module
 ``collectives.alltoallv._variopath_kernel`` on ``pip install`` (and in place on ``pip install -e``
@@ -28,6 +30,7 @@ setup(
     ext_modules=[Extension("collectives.alltoallv._variopath_kernel", ["collectives/alltoallv/variopath_kernel.c"],
                            libraries=["m"], optional=True),
                  Extension("fabrics.planner._descent_kernel", ["fabrics/planner/descent_kernel.c"],
-                           libraries=["m"], optional=True)],
+                           libraries=["m"], optional=True),
+                 Extension("collectives._tree_kernel", ["collectives/tree_kernel.c"], optional=True)],
     cmdclass={"build_ext": BuildKernel},
 )

@@ -5,11 +5,14 @@ delta at distance k picks the generator g of its last hop (its parent is delta -
 k - 1). In phase k every rank then sends, over generator g, one item per delta at distance k
 whose last hop is g. The data-volume-optimised one-shot (DVO) chooses these last hops so that
 the most loaded generator per phase carries as little as possible: an exact bottleneck
-assignment per sphere (binary search on the capacity + augmenting paths), deterministic.
+assignment per sphere (the smallest feasible capacity, found upwards from the pigeonhole floor,
+then augmenting paths), deterministic. The assignment runs compiled when setup.py built
+``tree_kernel.c`` (the same search step for step, so the same trees) and in Python otherwise.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass
 
@@ -51,9 +54,8 @@ def balanced_tree(topo) -> BalancedTree:
         # the last hops of each delta (its generators g with dist(delta - g) = k - 1), found for the
         # whole sphere at once; the same lists, in generator order, as testing delta by delta
         parent = np.asarray(items, dtype=np.int64)
-        ok = [(dist[topo.sub(parent, g)] == k - 1).tolist() for g in gens]
-        options = {d: [g for g, row in zip(gens, ok) if row[i]] for i, d in enumerate(items)}
-        assignment = _bottleneck_assign(items, options, gens)
+        ok = np.stack([dist[topo.sub(parent, g)] == k - 1 for g in gens])
+        assignment = _bottleneck_assign(items, ok, gens)
         last_hop.update(assignment)
         load = {g: 0 for g in gens}
         for g in assignment.values():
@@ -69,9 +71,43 @@ def balanced_tree(topo) -> BalancedTree:
     return tree
 
 
-def _bottleneck_assign(items, options, gens) -> dict:
-    """Assign each item one of its options minimising the largest count per option."""
+_KERNEL = {"module": None, "loaded": False, "compiled": True}  # explicit: the built extension, use_compiled_trees
+KERNEL_MODULE, KERNEL_ABI = "collectives._tree_kernel", 1  # TK_ABI of tree_kernel.c
+
+
+def use_compiled_trees(on: bool) -> bool:
+    """Assign last hops with the built kernel (True, the default) or in Python; returns the previous choice."""
+    previous = _KERNEL["compiled"]
+    _KERNEL["compiled"] = bool(on)
+    return previous
+
+
+def _tree_kernel():
+    if not _KERNEL["compiled"]:
+        return None
+    if not _KERNEL["loaded"]:
+        try:
+            module = importlib.import_module(KERNEL_MODULE)
+            _KERNEL["module"] = module if module.abi() == KERNEL_ABI else None
+        except ImportError:
+            _KERNEL["module"] = None
+        _KERNEL["loaded"] = True
+    return _KERNEL["module"]
+
+
+def _bottleneck_assign(items, ok: np.ndarray, gens) -> dict:
+    """Assign each item one of its options (``ok[g, i]``: generator g may be item i's last hop)
+    minimising the largest count per option."""
     cap = max(1, math.ceil(len(items) / len(gens)))
+    kernel = _tree_kernel()
+    if kernel is not None:
+        okb = np.ascontiguousarray(ok, dtype=np.uint8)
+        picks = np.empty(len(items), dtype=np.int32)
+        while not kernel.assign(okb, len(items), len(gens), cap, picks):
+            cap += 1
+        return dict(zip(items, np.asarray(gens)[picks].tolist()))
+    rows = ok.tolist()
+    options = {d: [g for g, row in zip(gens, rows) if row[i]] for i, d in enumerate(items)}
     while True:
         result = _assign_with_cap(items, options, gens, cap)
         if result is not None:
