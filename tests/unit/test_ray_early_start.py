@@ -61,3 +61,24 @@ def test_early_start_error_is_raised_by_connect(monkeypatch):
     ray_cluster.start_early({"num_cpus": 1})
     with pytest.raises(RuntimeError, match="no Ray here"):
         ray_cluster.connect({"num_cpus": 1})
+
+
+@pytest.mark.parametrize("log_to_driver", [False, True])
+def test_lean_head_leaves_out_the_monitors_and_the_api_server(monkeypatch, log_to_driver):
+    from ray._private import node as ray_node
+    from ray._private.parameter import RayParams
+
+    made = []
+    monkeypatch.setattr(ray_node.Node, "__init__", lambda self, ray_params, **kw: made.append((ray_params, kw)))
+    monkeypatch.setattr(ray_node.Node, "start_api_server", lambda self, **kw: pytest.fail("API server started"))
+    before = ray_node.Node.__init__, ray_node.Node.start_api_server
+    with ray_cluster.lean_head(log_to_driver=log_to_driver):
+        head, worker = RayParams(), RayParams()
+        node = object.__new__(ray_node.Node)
+        ray_node.Node.__init__(node, ray_params=head, head=True)
+        ray_node.Node.__init__(node, ray_params=worker)  # a non-head node is left as it is
+        assert node.start_api_server(include_dashboard=False, raise_on_failure=False) is None
+    assert [p for p, _ in made] == [head, worker]
+    assert head.no_monitor and head.include_log_monitor is (None if log_to_driver else False)
+    assert not worker.no_monitor and worker.include_log_monitor is None
+    assert (ray_node.Node.__init__, ray_node.Node.start_api_server) == before  # restored
