@@ -296,7 +296,6 @@ class Tracker:
 
     def _open_store(self) -> None:
         import mlflow
-        from mlflow.tracking import MlflowClient
 
         db = _sqlite_path(self.uri)
         lock = None
@@ -308,11 +307,31 @@ class Tracker:
                                        f"stop that process or remove {lock.path} if it is gone")
         try:
             mlflow.set_tracking_uri(self.uri)
-            self.client = MlflowClient(tracking_uri=self.uri)
+            self.client = self._new_client(db, mlflow.__version__)
             self.experiment_id = self._experiment()
         finally:
             if lock is not None:
                 lock.release()
+
+    def _new_client(self, db: Path | None, mlflow_version: str):
+        """The MLflow client; a new SQLite store starts from the schema template of this MLflow
+        version (pipelines/mlflow_schema.py) and, made the usual way, becomes the template."""
+        from mlflow.tracking import MlflowClient
+
+        from pipelines import mlflow_schema
+
+        if db is None or not mlflow_schema.is_new_store(db):
+            return MlflowClient(tracking_uri=self.uri)
+        template = mlflow_schema.template_path(mlflow_version)
+        if mlflow_schema.seed_new_store(db, template):
+            try:
+                return MlflowClient(tracking_uri=self.uri)
+            except Exception:  # noqa: BLE001 - a template MLflow refuses: made the usual way below
+                mlflow_schema.drop_template(template)
+                db.unlink(missing_ok=True)
+        client = MlflowClient(tracking_uri=self.uri)
+        mlflow_schema.keep_template(db, template)
+        return client
 
     def _experiment(self) -> str:
         exp = self.client.get_experiment_by_name(self.experiment)
