@@ -372,14 +372,19 @@ def invariants(topo: Topology) -> Invariants:
     frontier = np.zeros(1, dtype=np.int64)
     spheres = [(0,)]
     k = 0
+    reached = np.zeros(n, dtype=bool)
+    reached[0] = True
     while frontier.size:
         k += 1
-        nb = np.unique(topo.add(frontier[:, None], gens[None, :]).ravel())
-        nb = nb[dist[nb] < 0]
+        # the new elements in increasing order (a mask over the group instead of sorting: the same set)
+        step = np.zeros(n, dtype=bool)
+        step[topo.add(frontier[:, None], gens[None, :]).ravel()] = True
+        nb = np.flatnonzero(step & ~reached)
         if nb.size == 0:
             break
+        reached[nb] = True
         dist[nb] = k
-        spheres.append(tuple(int(x) for x in nb))
+        spheres.append(tuple(nb.tolist()))
         frontier = nb
     dist.setflags(write=False)
     inv = Invariants(dist=dist, spheres=tuple(spheres), diameter=len(spheres) - 1)
