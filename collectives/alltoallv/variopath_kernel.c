@@ -553,19 +553,6 @@ static void dense_scores(double *restrict scores, const float *restrict dense_va
     dense_scores_base(scores, dense_val, dsc, GG, J, nzk);
 }
 
-/* Eq. 6 (weighted) scores of the candidate shapes only (ours, shape candidates): each the same
- * sequential sum over the nonzero pairs in ascending order as dense_scores gives it. */
-static void candidate_scores(double *scores, const float *dense_val, const double *dsc, i64 GG, i64 J,
-                             const i64 *cand, i64 n, i64 *nzk) {
-    const i64 nk = nonzero_pairs(dsc, GG, nzk);
-    for (i64 c = 0; c < n; c++) {
-        const i64 j = cand[c];
-        double acc = 0.0;
-        for (i64 t = 0; t < nk; t++) acc += (double)dense_val[nzk[t] * J + j] * dsc[nzk[t]];
-        scores[j] = acc;
-    }
-}
-
 /* the largest of x[0..7] (a maximum is the same in any order) */
 static inline double max8(const double *x) {
     const double a = x[0] > x[1] ? x[0] : x[1], b = x[2] > x[3] ? x[2] : x[3];
@@ -595,6 +582,75 @@ static i64 best_shapes(const double *scores, const i64 *cand, i64 n, i64 want, i
         if (cnt == want) thr = scores[top[want - 1]];
     }
     return cnt;
+}
+
+/* shape a ranks below shape b: a lower score, or the same score and a higher index */
+static inline int ranks_below(const double *scores, i64 a, i64 b) {
+    return scores[a] < scores[b] || (scores[a] == scores[b] && a > b);
+}
+
+static void sift_down(const double *scores, i64 *h, i64 n, i64 i) {
+    for (;;) {
+        i64 l = 2 * i + 1, m = i;
+        if (l < n && ranks_below(scores, h[l], h[m])) m = l;
+        if (l + 1 < n && ranks_below(scores, h[l + 1], h[m])) m = l + 1;
+        if (m == i) return;
+        const i64 t = h[i]; h[i] = h[m]; h[m] = t;
+        i = m;
+    }
+}
+
+/* The shape candidates (ours): the `want` best of scores[0 .. J-1] (the set best_shapes would
+ * give: higher score, ties by lower index) in ascending index order, in about two passes: the
+ * want-th largest maximum of blocks of 8 shapes, lo, is a floor -- at least `want` shapes score
+ * >= lo, so a shape below it is never among the best -- and a heap (root: the lowest-ranked kept
+ * shape) takes the shapes at or above it. `bmax` holds J / 8 + want entries, `mark` J zeros (left zero). Returns min(want, J). */
+static i64 candidate_shapes(const double *scores, i64 J, i64 want, i64 *out, double *bmax, char *mark) {
+    double lo = -HUGE_VAL;
+    const i64 nb = J / 8;
+    if (nb >= want) {
+        for (i64 b = 0; b < nb; b++) bmax[b] = max8(scores + 8 * b);
+        /* the want-th largest block maximum: the root of a min-heap of the `want` largest */
+        double *h = bmax + nb;
+        for (i64 b = 0; b < nb; b++) {
+            double x = bmax[b];
+            if (b >= want && !(x > h[0])) continue;
+            i64 i = b < want ? b : 0;
+            if (b < want) {  /* sift up */
+                while (i > 0 && h[(i - 1) / 2] > x) { h[i] = h[(i - 1) / 2]; i = (i - 1) / 2; }
+            } else {  /* replace the root, sift down */
+                for (;;) {
+                    i64 l = 2 * i + 1, m = l;
+                    if (l >= want) break;
+                    if (l + 1 < want && h[l + 1] < h[l]) m = l + 1;
+                    if (!(h[m] < x)) break;
+                    h[i] = h[m];
+                    i = m;
+                }
+            }
+            h[i] = x;
+        }
+        lo = h[0];
+    }
+    i64 n = 0;
+    for (i64 j = 0; j < J; j++) {
+        if (scores[j] < lo) continue;
+        if (n < want) {  /* fill, then heapify once */
+            out[n++] = j;
+            if (n == want)
+                for (i64 i = n / 2 - 1; i >= 0; i--) sift_down(scores, out, n, i);
+            continue;
+        }
+        if (!ranks_below(scores, out[0], j)) continue;
+        out[0] = j;
+        sift_down(scores, out, n, 0);
+    }
+    /* ascending index (ties among candidates go to the lower one): mark, then collect in order */
+    for (i64 t = 0; t < n; t++) mark[out[t]] = 1;
+    i64 m = 0;
+    for (i64 j = 0; j < J && m < n; j++)
+        if (mark[j]) { mark[j] = 0; out[m++] = j; }
+    return n;
 }
 
 /* The largest entry of x (>= 0; 0 when empty): eight running maxima, since a maximum is the
@@ -879,6 +935,10 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
     double *upool = malloc(sizeof(double) * max_rows);
     /* shape candidates (ours): the C best shapes of the last full scoring, ascending index */
     i64 *cand = malloc(sizeof(i64) * (C + 1)), ncand = 0;
+    float *cdense = malloc(sizeof(float) * (dense && C ? GG * C : 1));
+    double *cscore = malloc(sizeof(double) * (C + 1));
+    double *cbmax = malloc(sizeof(double) * (J / 8 + C + 1));
+    char *cmark = calloc(J + 1, 1);
     int have_scores = 0, have_synth = 0;
     i64 aa_runs = 0;
     double *dpair = calloc(GG, sizeof(double));
@@ -999,7 +1059,9 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
         int restricted = ncand > 0 && aa_runs % rescore != 0;
     score_again:
         if (restricted && wsc && dense && !capped) {
-            candidate_scores(scores, dense_val, dgw, GG, J, cand, ncand, touched_k);
+            /* the candidates' dense columns side by side (cdense): the same sums, ncand wide */
+            dense_scores(cscore, cdense, dgw, GG, ncand, touched_k);
+            for (i64 c = 0; c < ncand; c++) scores[cand[c]] = cscore[c];
             goto scored;
         }
         if (!capped && !wsc && have_scores) goto scored;  /* Eq. 6 scores are kept up to date incrementally */
@@ -1044,9 +1106,10 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
             break;
         }
         if (C > 0 && !restricted) {  /* a full scoring: its C best shapes are the next candidates */
-            ncand = best_shapes(scores, NULL, J, C < J ? C : J, cand);
-            for (i64 a = 1; a < ncand; a++)  /* ascending index: ties among candidates go to the lower one */
-                for (i64 b = a; b > 0 && cand[b - 1] > cand[b]; b--) { const i64 t = cand[b]; cand[b] = cand[b - 1]; cand[b - 1] = t; }
+            ncand = candidate_shapes(scores, J, C < J ? C : J, cand, cbmax, cmark);
+            if (dense)
+                for (i64 k = 0; k < GG; k++)
+                    for (i64 c = 0; c < ncand; c++) cdense[k * ncand + c] = dense_val[k * J + cand[c]];
         }
         /* -- rows: (family of the beam, start) -- */
         i64 B = 0, nfam = 0;
@@ -1209,7 +1272,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
     free(w); free(cred); free(credt); free(nterm); free(nrow); free(rused); free(pused); free(rtouched); free(order);
     free(la); free(ld); free(li); free(srcfree); free(dstfree); free(outc); free(slot_dst); free(ls); free(lr); free(dg); free(scores); free(dgw); free(pu); free(pv); free(t_out); free(t_in); free(tro); free(tri); free(top);
     free(rsrc); free(rdst); free(rfam); free(f); free(fbest); free(v);
-    free(cand); free(wsrc); free(wdst); free(wcnt); free(wrank); free(upool);
+    free(cand); free(cdense); free(cscore); free(cbmax); free(cmark); free(wsrc); free(wdst); free(wcnt); free(wrank); free(upool);
     free(prow); free(capr); free(invr); free(flr); free(dpair); free(touched); free(touched_k);
     return A;
 }
