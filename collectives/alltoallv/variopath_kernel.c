@@ -601,28 +601,29 @@ static void sift_down(const double *scores, i64 *h, i64 n, i64 i) {
 }
 
 /* The shape candidates (ours): the `want` best of scores[0 .. J-1] (the set best_shapes would
- * give: higher score, ties by lower index) in ascending index order, in about two passes: the
- * want-th largest maximum of blocks of 8 shapes, lo, is a floor -- at least `want` shapes score
- * >= lo, so a shape below it is never among the best -- and a heap (root: the lowest-ranked kept
- * shape) takes the shapes at or above it. `bmax` holds J / 8 + want entries, `mark` J zeros (left zero). Returns min(want, J). */
-static i64 candidate_shapes(const double *scores, i64 J, i64 want, i64 *out, double *bmax, char *mark) {
+ * give: higher score, ties by lower index) in ascending index order. The want-th largest maximum
+ * of blocks of 8 shapes, lo, is a floor: at least `want` shapes score >= lo, so a shape below it
+ * is never among the best, and only blocks whose maximum reaches lo are read. Their shapes at or
+ * above lo (ascending) go through a heap whose root is the lowest-ranked kept one. Work buffers:
+ * bmax J / 8 + want doubles, lst J indices, mark J bytes (zero, left zero). Returns min(want, J). */
+static i64 candidate_shapes(const double *scores, i64 J, i64 want, i64 *out, double *bmax, i64 *lst, char *mark) {
     double lo = -HUGE_VAL;
     const i64 nb = J / 8;
+    i64 nl = 0;
     if (nb >= want) {
         for (i64 b = 0; b < nb; b++) bmax[b] = max8(scores + 8 * b);
-        /* the want-th largest block maximum: the root of a min-heap of the `want` largest */
-        double *h = bmax + nb;
+        double *h = bmax + nb;  /* min-heap of the `want` largest block maxima: its root is lo */
         for (i64 b = 0; b < nb; b++) {
-            double x = bmax[b];
+            const double x = bmax[b];
             if (b >= want && !(x > h[0])) continue;
             i64 i = b < want ? b : 0;
             if (b < want) {  /* sift up */
                 while (i > 0 && h[(i - 1) / 2] > x) { h[i] = h[(i - 1) / 2]; i = (i - 1) / 2; }
             } else {  /* replace the root, sift down */
                 for (;;) {
-                    i64 l = 2 * i + 1, m = l;
+                    const i64 l = 2 * i + 1;
                     if (l >= want) break;
-                    if (l + 1 < want && h[l + 1] < h[l]) m = l + 1;
+                    const i64 m = l + 1 < want && h[l + 1] < h[l] ? l + 1 : l;
                     if (!(h[m] < x)) break;
                     h[i] = h[m];
                     i = m;
@@ -631,25 +632,35 @@ static i64 candidate_shapes(const double *scores, i64 J, i64 want, i64 *out, dou
             h[i] = x;
         }
         lo = h[0];
+        for (i64 b = 0; b < nb; b++)
+            if (bmax[b] >= lo)
+                for (i64 j = 8 * b; j < 8 * b + 8; j++) if (scores[j] >= lo) lst[nl++] = j;
+        for (i64 j = 8 * nb; j < J; j++) if (scores[j] >= lo) lst[nl++] = j;
+    } else {
+        for (i64 j = 0; j < J; j++) lst[nl++] = j;
+    }
+    if (nl <= want) {
+        memcpy(out, lst, sizeof(i64) * nl);
+        return nl;
     }
     i64 n = 0;
-    for (i64 j = 0; j < J; j++) {
-        if (scores[j] < lo) continue;
+    for (i64 p = 0; p < nl; p++) {  /* lst ascending: a later shape enters only with a higher score */
+        const i64 j = lst[p];
         if (n < want) {  /* fill, then heapify once */
             out[n++] = j;
             if (n == want)
                 for (i64 i = n / 2 - 1; i >= 0; i--) sift_down(scores, out, n, i);
             continue;
         }
-        if (!ranks_below(scores, out[0], j)) continue;
+        if (!(scores[j] > scores[out[0]])) continue;
         out[0] = j;
         sift_down(scores, out, n, 0);
     }
-    /* ascending index (ties among candidates go to the lower one): mark, then collect in order */
+    /* ascending index (ties among candidates go to the lower one): mark, then collect from lst */
     for (i64 t = 0; t < n; t++) mark[out[t]] = 1;
     i64 m = 0;
-    for (i64 j = 0; j < J && m < n; j++)
-        if (mark[j]) { mark[j] = 0; out[m++] = j; }
+    for (i64 p = 0; p < nl; p++)
+        if (mark[lst[p]]) { mark[lst[p]] = 0; out[m++] = lst[p]; }
     return n;
 }
 
@@ -939,6 +950,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
     double *cscore = malloc(sizeof(double) * (C + 1));
     double *cbmax = malloc(sizeof(double) * (J / 8 + C + 1));
     char *cmark = calloc(J + 1, 1);
+    i64 *clst = malloc(sizeof(i64) * (C ? J + 1 : 1));
     int have_scores = 0, have_synth = 0;
     i64 aa_runs = 0;
     double *dpair = calloc(GG, sizeof(double));
@@ -1106,7 +1118,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
             break;
         }
         if (C > 0 && !restricted) {  /* a full scoring: its C best shapes are the next candidates */
-            ncand = candidate_shapes(scores, J, C < J ? C : J, cand, cbmax, cmark);
+            ncand = candidate_shapes(scores, J, C < J ? C : J, cand, cbmax, clst, cmark);
             if (dense)
                 for (i64 k = 0; k < GG; k++)
                     for (i64 c = 0; c < ncand; c++) cdense[k * ncand + c] = dense_val[k * J + cand[c]];
@@ -1272,7 +1284,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
     free(w); free(cred); free(credt); free(nterm); free(nrow); free(rused); free(pused); free(rtouched); free(order);
     free(la); free(ld); free(li); free(srcfree); free(dstfree); free(outc); free(slot_dst); free(ls); free(lr); free(dg); free(scores); free(dgw); free(pu); free(pv); free(t_out); free(t_in); free(tro); free(tri); free(top);
     free(rsrc); free(rdst); free(rfam); free(f); free(fbest); free(v);
-    free(cand); free(cdense); free(cscore); free(cbmax); free(cmark); free(wsrc); free(wdst); free(wcnt); free(wrank); free(upool);
+    free(cand); free(cdense); free(cscore); free(cbmax); free(cmark); free(clst); free(wsrc); free(wdst); free(wcnt); free(wrank); free(upool);
     free(prow); free(capr); free(invr); free(flr); free(dpair); free(touched); free(touched_k);
     return A;
 }
