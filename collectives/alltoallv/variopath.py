@@ -222,7 +222,9 @@ class VarioPathPlanner:
         rows = np.repeat(np.arange(len(lens)), lens)
         self.pad_idx = np.zeros((int(lens.max()), len(lens)), dtype=np.int64)
         self.pad_val = np.zeros((int(lens.max()), len(lens)))
+        self.pad_rate = np.zeros((int(lens.max()), len(lens)))
         self.pad_idx[pos, rows], self.pad_val[pos, rows] = self.shape_idx, self.shape_val
+        self.pad_rate[pos, rows] = self.shape_rate
 
     def _init_nodes(self) -> None:
         """Nodes and their best contention-free rates out and in (ours, ``node_pressure``): the
@@ -535,7 +537,12 @@ class VarioPathPlanner:
         ``remember``: the AA run's families keep their best bindings (warm starts)."""
         x = np.minimum(pool["cap"], remf.take(pool["idx"]))  # Eq. 9
         useful = x if pool["w"] is None else x * pool["w"]
-        util = useful.sum(axis=1) / (self.params.overhead_s + (x * pool["inv_r"]).max(axis=1) + 1e-300)  # Eq. 10
+        # Eq. 10; the bytes summed lane by lane in order, as the compiled loop sums them (the
+        # warm starts rank a family's bindings by these values, so both loops must agree exactly)
+        total = useful[:, 0].copy()
+        for k in range(1, useful.shape[1]):
+            total += useful[:, k]
+        util = total / (self.params.overhead_s + (x * pool["inv_r"]).max(axis=1) + 1e-300)
         h = int(util.argmax())
         if not util[h] > 0:
             return None
@@ -730,7 +737,7 @@ class VarioPathPlanner:
         left = rem.sum()
         onehot, onehot_t, diag = self.onehot, self.onehot.T, self._diag
         beam, max_quanta = self.params.shape_beam, self.params.max_quanta
-        s_idx, s_val, s_rate, s_start = self.shape_idx, self.shape_val, self.shape_rate, self.shape_ptr[:-1]
+        s_idx, s_val, s_start = self.shape_idx, self.shape_val, self.shape_ptr[:-1]
         capped = self.params.shape_score == "capped"
         weighted_scores = self.params.shape_score == "weighted"
         reuse_left, reuse_floor, util0 = 0, self.params.reuse_floor, 0.0
@@ -776,7 +783,10 @@ class VarioPathPlanner:
             elif capped:
                 # ours: a shape can move at most τ x (its lanes' rate) per group pair in one
                 # activation; Eq. 6 keeps crediting lanes of a pair whose demand is nearly drained
-                scores = np.add.reduceat(np.minimum(s_rate * tau, dg[s_idx]), s_start)
+                # (each shape's pairs summed in ascending order, as the compiled loop sums them)
+                scores = np.zeros(self.pad_rate.shape[1])
+                for idx, rate in zip(self.pad_idx, self.pad_rate):
+                    scores += np.minimum(rate * tau, dg[idx])
             else:
                 scores = np.add.reduceat(s_val * dg[s_idx], s_start)  # Eq. 6
             # ours (shape candidates): between full scorings only the last full scoring's best
@@ -793,6 +803,12 @@ class VarioPathPlanner:
                     cand = np.sort(np.argsort(-scores, kind="stable")[:self.params.shape_candidates])
             aa_runs += 1
             found = self._bind(top, rem, q, tau, w=w) if scores[top[0]] > 0 else None
+            if found is None and max_activations is None:
+                # as with the compiled loop, which stops here (_decompose_kernel): one activation
+                # planned afresh (below, max_activations=1), then the loop restarts with fresh state
+                self._decompose_numpy(rem, tau0, raw, guard, max_activations=1)
+                left, reuse_left, self._pool, self._warm, cand, aa_runs = rem.sum(), 0, None, {}, None, 0
+                continue
             if found is None:  # rare: retry the best shapes with the tie-break, then the rest
                 for j in np.argsort(-scores, kind="stable"):
                     if scores[j] <= 0:
