@@ -48,8 +48,8 @@ class VarioPathParams:
     # Defaults = conf/scheduler/variopath.yaml (chosen on the tuning seeds of tuning.py, reported on
     # its held-apart test seeds; docs/pcie-variopath.md)
     k_target_per_rank: float = 8.0  # K_target = k * N rounds (paper: N ... 3N); the tail's granularity
-    n_start: int = 4  # N_start: AA starts per family
-    aa_sweeps: int = 2  # I_AA: sweeps per start
+    n_start: int = 10  # N_start: AA starts per family
+    aa_sweeps: int = 1  # I_AA: sweeps per start
     overhead_s: float = 0.0  # λ, per-activation overhead used in EVALUATE
     seed: int = 0
     assignment: str = "auto"  # "auto" | "lsa" | "enumerate" (see assignment.py)
@@ -67,7 +67,7 @@ class VarioPathParams:
     max_quanta: int = 1  # ours: a chosen channel may carry up to this many quanta while its full lanes stay full
     pressure_power: int = 4  # ours: rank loads enter the pressure weight as (load / max load)^p (1 = linear)
     node_pressure: float = 8.0  # ours, 0 = off: + ν (T_out(node_i) + T_in(node_j)) / (2 T*) for pairs on different nodes
-    warm_starts: int = 1  # ours, 0 = off: a family's first starts are its best bindings of its last AA run in this plan
+    warm_starts: int = 0  # ours, 0 = off: a family's first starts are its best bindings of its last AA run in this plan
     start_patience: int = 0  # ours, 0 = off: a family's starts stop after this many in a row without a better F_B
     shape_candidates: int = 16  # ours, 0 = off: between full scorings only the last full scoring's best shapes compete
     shape_rescore: int = 12  # ours: AA runs per full scoring of all shapes (with shape_candidates)

@@ -129,7 +129,7 @@ def test_start_patience_drops_the_starts_after_a_run_without_a_better_credit():
 
 
 def test_row_budget_trims_starts_not_families():
-    p = planner("r5080_bf3", 2, max_aa_rows=40, n_start=10)
+    p = planner("r5080_bf3", 2, max_aa_rows=40)
     assert p.starts_for(2) == p.params.n_start and p.starts_for(8) == 5 and p.starts_for(100) == 1
     s = p.plan(zipf(16, 8 * 2**20, 0.6, 4))
     assert check_schedule(s, p.topology).valid

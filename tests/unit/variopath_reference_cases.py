@@ -29,10 +29,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "variopath_reference.json"
 PRESETS = ("variopath", "variopath_fast", "variopath_quality", "variopath_previous")
-# the default preset before warm AA starts and shape candidates (10 starts x 1 sweep, both off): its
+# the default preset before shape candidates (and warm AA starts; both off): its
 # entries are the default preset's from before that change, so the new fields switched off must
 # keep every earlier plan
-DERIVED = {"variopath_previous": ("variopath", {"n_start": 10, "aa_sweeps": 1, "warm_starts": 0, "shape_candidates": 0})}
+DERIVED = {"variopath_previous": ("variopath", {"warm_starts": 0, "shape_candidates": 0})}
 _CATALOG_KEYS = {"name", "max_nodes", "max_families_per_shape", "max_shapes"}
 # (platform, nodes, bytes per source, skew, seed) beyond the tuning / test grid
 _LARGE = [("r5080_bf3", 1, 2**30, 0.6, 0), ("r5080_bf3", 2, 2**30, 0.6, 0), ("r5080_bf3", 4, 2**30, 0.6, 0),
