@@ -58,6 +58,10 @@ GRIDS = {
     # the cheap end with more AA starts and wider beams
     "starts": dict(n_start=(16, 24), shape_beam=(1, 2, 3), k_target_per_rank=(3.0, 4.0),
                    coarse_rounds_per_rank=(0.75, 1.0), reuse=(8,), reuse_floor=(0.8, 0.9)),
+    # less work per activation: shape candidates (how many, how often all shapes are scored), warm
+    # AA starts with fewer starts and sweeps, early stop of starts
+    "work": dict(shape_candidates=(0, 8, 16, 24), shape_rescore=(4, 8, 12, 16), warm_starts=(0, 1),
+                 n_start=(4, 6, 10), aa_sweeps=(1, 2), start_patience=(0, 3)),
 }
 
 

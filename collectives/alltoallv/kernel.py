@@ -26,14 +26,15 @@ from dataclasses import dataclass
 import numpy as np
 
 MODULE = "collectives.alltoallv._variopath_kernel"
-ABI = 5  # VP_ABI of variopath_kernel.c: the argument list below
+ABI = 6  # VP_ABI of variopath_kernel.c: the argument list below
 I64, F64, F32 = np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.float32)
 _LOADED: dict[str, object] = {}  # explicit keyed cache: module name -> Kernel (or None: not built)
 
 # Integer and float parameter slots, in the order of the I_* and D_* enums of variopath_kernel.c.
 INT_PARAMS = ("N", "G", "g", "J", "P", "S", "sweeps", "beam", "reuse", "max_quanta", "weighted", "capped",
               "max_acts", "max_rows", "rank_pressure_on", "dense", "row_budget", "R", "synth", "F", "n_res",
-              "pressure_power", "weighted_scores", "K")
+              "pressure_power", "weighted_scores", "K", "warm_starts", "start_patience",
+              "shape_candidates", "shape_rescore")
 FLOAT_PARAMS = ("tau0", "coarse", "max_rate", "rank_pressure", "pair_pressure", "overhead", "reuse_floor", "node_pressure",
                 "k_rounds")  # tau0 <= 0: the loop computes τ (variopath.quantum_s) and writes it back
 # The read-only catalog arrays of vp_plan, in its argument order (after ip and dp).

@@ -67,6 +67,10 @@ class VarioPathParams:
     max_quanta: int = 1  # ours: a chosen channel may carry up to this many quanta while its full lanes stay full
     pressure_power: int = 4  # ours: rank loads enter the pressure weight as (load / max load)^p (1 = linear)
     node_pressure: float = 8.0  # ours, 0 = off: + ν (T_out(node_i) + T_in(node_j)) / (2 T*) for pairs on different nodes
+    warm_starts: int = 0  # ours, 0 = off: a family's first starts are its best bindings of its last AA run in this plan
+    start_patience: int = 0  # ours, 0 = off: a family's starts stop after this many in a row without a better F_B
+    shape_candidates: int = 16  # ours, 0 = off: between full scorings only the last full scoring's best shapes compete
+    shape_rescore: int = 12  # ours: AA runs per full scoring of all shapes (with shape_candidates)
 
     def __post_init__(self) -> None:
         if not self.k_target_per_rank > 0:
@@ -89,6 +93,14 @@ class VarioPathParams:
                             f"node_pressure={self.node_pressure} >= 0 (0 = off)")
         if not (isinstance(self.max_quanta, int) and self.max_quanta >= 1):
             raise SpecError(f"max_quanta={self.max_quanta!r} must be an integer >= 1 (1 = one quantum per activation, the paper)")
+        for name in ("warm_starts", "start_patience"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= self.n_start):
+                raise SpecError(f"{name}={value!r} must be an integer in 0..n_start={self.n_start} (0 = off)")
+        if not (isinstance(self.shape_candidates, int) and self.shape_candidates >= 0
+                and isinstance(self.shape_rescore, int) and self.shape_rescore >= 1):
+            raise SpecError(f"shape_candidates={self.shape_candidates!r} must be an integer >= 0 (0 = off) and "
+                            f"shape_rescore={self.shape_rescore!r} an integer >= 1 (AA runs per full scoring)")
         if self.assignment not in ("auto", "lsa", "enumerate"):
             raise SpecError(f"assignment={self.assignment!r}; choose auto, lsa or enumerate")
 
@@ -138,6 +150,8 @@ class VarioPathPlanner:
         self.onehot[self.groups.ravel(), np.repeat(np.arange(G), g)] = 1.0
         inst = catalog.instances
         self.bucket_arrays = []
+        self.fam_off = np.concatenate([[0], np.cumsum([len(f) for f in catalog.buckets])]).astype(np.int64)
+        self._warm: dict[int, list] = {}  # warm starts: global family -> its best bindings [(src, dst), ...] this plan
         S = params.n_start
         rng = np.random.default_rng(params.seed)
         for fams in catalog.buckets:
@@ -208,7 +222,9 @@ class VarioPathPlanner:
         rows = np.repeat(np.arange(len(lens)), lens)
         self.pad_idx = np.zeros((int(lens.max()), len(lens)), dtype=np.int64)
         self.pad_val = np.zeros((int(lens.max()), len(lens)))
+        self.pad_rate = np.zeros((int(lens.max()), len(lens)))
         self.pad_idx[pos, rows], self.pad_val[pos, rows] = self.shape_idx, self.shape_val
+        self.pad_rate[pos, rows] = self.shape_rate
 
     def _init_nodes(self) -> None:
         """Nodes and their best contention-free rates out and in (ours, ``node_pressure``): the
@@ -357,11 +373,12 @@ class VarioPathPlanner:
         full = self.params.n_start
         cat = np.concatenate
         fam = cat([b["fam"] for b in parts])
+        gfam = cat([np.arange(self.fam_off[j], self.fam_off[j + 1]) for j in shapes])  # global family ids
         rates = cat([b["rates"] for b in parts])
         r_rows = np.repeat(rates, S, axis=0)  # (B, N)
         in_flat = cat([np.tile(b["in_lanes"].ravel(), (b["H"] * S, 1)) for b in parts])  # (B, N)
         lane_d = cat([np.tile(b["lane_d"], (b["H"] * S, 1)) for b in parts])
-        batch = {"fam": fam, "r_rows": r_rows, "r_b": r_rows[:, :, None], "in_flat": in_flat,
+        batch = {"fam": fam, "gfam": gfam, "r_rows": r_rows, "r_b": r_rows[:, :, None], "in_flat": in_flat,
                  "r_in": np.take_along_axis(r_rows, in_flat, axis=1).reshape(-1, G, g, 1),
                  "in_src_group": (in_flat // g).reshape(-1, G, g), "lane_d": lane_d,
                  "src0": cat([b["src0"].reshape(b["H"], full, -1)[:, :S].reshape(-1, self.N) for b in parts]),
@@ -381,7 +398,7 @@ class VarioPathPlanner:
         r_b, r_in, in_flat, rows = b["r_b"], b["r_in"], b["in_flat"], b["rows"]
         B = len(r_b)
         cand_src, gd = self.cand_src, self.groups
-        src, dst = b["src0"], b["dst0"].copy()
+        src, dst = self._starts(b)
         tie_src = tie_dst = 0.0
         if tie_break:
             # Used only when the plain AA found nothing (ours): where every credit of a lane is
@@ -447,26 +464,90 @@ class VarioPathPlanner:
             best = f if best is None else np.maximum(best, f)
         r = b["r_rows"]
         idx = src * N + dst
+        if self.params.start_patience:
+            f = self._stall_mask(np.minimum(qf.take(idx), r) * (1.0 if wf is None else wf.take(idx)), S)
         ok = f >= 0  # a binding that kept a self-pair is not a channel
+        rows_ok = np.flatnonzero(ok)
         pool = {"idx": idx[ok], "cap": np.maximum(1.0, np.floor(tau * r[ok])), "inv_r": 1.0 / r[ok],
                 "w": None if (wf is None or not self.params.weighted_utility) else wf.take(idx[ok]),
-                "src": src[ok], "dst": dst[ok], "fam": b["fam"][np.flatnonzero(ok) // S], "r": r[ok]}
+                "src": src[ok], "dst": dst[ok], "fam": b["fam"][rows_ok // S], "gfam": b["gfam"][rows_ok // S],
+                "r": r[ok]}
         if not len(pool["idx"]):
             return None
-        found = self._evaluate(pool, rem.ravel())
+        found = self._evaluate(pool, rem.ravel(), remember=self.params.warm_starts)
         if found is None:
             return None
         self._pool = pool
         return found
 
-    def _evaluate(self, pool: dict, remf: np.ndarray):
-        """EVALUATE (Eqs. 9-10) of bound candidate channels on the current remaining demand."""
+    def _starts(self, b: dict) -> tuple[np.ndarray, np.ndarray]:
+        """The batch's start bindings: per family its remembered bindings first (warm starts, ours),
+        then its fixed starts (as many as fit in its S rows)."""
+        src, dst = b["src0"], b["dst0"].copy()
+        if not self._warm:
+            return src, dst
+        S, src = b["S"], src.copy()
+        for p, fam in enumerate(b["gfam"].tolist()):
+            mem = self._warm.get(fam, ())[:S]
+            if mem:
+                lo, nw = p * S, len(mem)
+                src[lo + nw:lo + S], dst[lo + nw:lo + S] = src[lo:lo + S - nw].copy(), dst[lo:lo + S - nw].copy()
+                for m, (ms, md) in enumerate(mem):
+                    src[lo + m], dst[lo + m] = ms, md
+        return src, dst
+
+    def _stall_mask(self, credits: np.ndarray, S: int) -> np.ndarray:
+        """F_B of every row (its credits summed lane by lane in order, as the compiled loop sums
+        them), -1 for the starts dropped by the early stop (ours, ``start_patience``): per family
+        (S consecutive rows), after that many starts in a row that did not beat the family's best
+        F_B by more than 1e-12 relative (the AA's convergence test)."""
+        f = np.zeros(len(credits))
+        for k in range(credits.shape[1]):
+            f += credits[:, k]
+        patience = self.params.start_patience
+        for lo in range(0, len(f), S):
+            best, since = f[lo], 0
+            for t in range(lo + 1, lo + S):
+                if since >= patience:
+                    f[t] = -1.0
+                elif f[t] > best * (1 + 1e-12) + 1e-300:
+                    best, since = f[t], 0
+                else:
+                    since += 1
+        return f
+
+    def _remember(self, pool: dict, util: np.ndarray) -> None:
+        """Warm starts (ours): each family of the AA run keeps its best ``warm_starts`` distinct
+        channels' bindings by utility (ties by row order); a family without a channel keeps its own."""
+        W, gfam = self.params.warm_starts, pool["gfam"]
+        cut = np.flatnonzero(np.diff(gfam)) + 1
+        for lo, hi in zip(np.concatenate([[0], cut]), np.concatenate([cut, [len(gfam)]])):
+            kept: list = []
+            for t in lo + np.argsort(-util[lo:hi], kind="stable"):
+                pair = (pool["src"][t], pool["dst"][t])
+                if any((pair[0] == k[0]).all() and (pair[1] == k[1]).all() for k in kept):
+                    continue
+                kept.append(pair)
+                if len(kept) == W:
+                    break
+            self._warm[int(gfam[lo])] = kept
+
+    def _evaluate(self, pool: dict, remf: np.ndarray, remember: int = 0):
+        """EVALUATE (Eqs. 9-10) of bound candidate channels on the current remaining demand;
+        ``remember``: the AA run's families keep their best bindings (warm starts)."""
         x = np.minimum(pool["cap"], remf.take(pool["idx"]))  # Eq. 9
         useful = x if pool["w"] is None else x * pool["w"]
-        util = useful.sum(axis=1) / (self.params.overhead_s + (x * pool["inv_r"]).max(axis=1) + 1e-300)  # Eq. 10
+        # Eq. 10; the bytes summed lane by lane in order, as the compiled loop sums them (the
+        # warm starts rank a family's bindings by these values, so both loops must agree exactly)
+        total = useful[:, 0].copy()
+        for k in range(1, useful.shape[1]):
+            total += useful[:, k]
+        util = total / (self.params.overhead_s + (x * pool["inv_r"]).max(axis=1) + 1e-300)
         h = int(util.argmax())
         if not util[h] > 0:
             return None
+        if remember:
+            self._remember(pool, util)
         return x[h], pool["src"][h], pool["dst"][h], pool["fam"][h], float(util[h]), pool["r"][h]
 
     def plan(self, demand: np.ndarray) -> AlltoallvSchedule:
@@ -614,7 +695,8 @@ class VarioPathPlanner:
                        p.shape_beam, p.reuse, p.max_quanta, int(p.weighted_utility), int(p.shape_score == "capped"),
                        cap, arr["max_rows"], int(bool(p.rank_pressure)), arr["dense"], p.max_aa_rows,
                        len(arr["rates_u"]), arr["synth"], len(arr["fam_all"]), arr["n_res"], p.pressure_power,
-                       int(p.shape_score == "weighted"), self.n_nodes], dtype=np.int64)
+                       int(p.shape_score == "weighted"), self.n_nodes, p.warm_starts, p.start_patience,
+                       p.shape_candidates, p.shape_rescore], dtype=np.int64)
         dp = np.array([tau0, p.coarse_rounds_per_rank * N, self.max_rate_Bps, p.rank_pressure, p.pair_pressure,
                        p.overhead_s, p.reuse_floor, p.node_pressure, p.k_target_per_rank * N], dtype=np.float64)
         return ip, dp
@@ -655,11 +737,13 @@ class VarioPathPlanner:
         left = rem.sum()
         onehot, onehot_t, diag = self.onehot, self.onehot.T, self._diag
         beam, max_quanta = self.params.shape_beam, self.params.max_quanta
-        s_idx, s_val, s_rate, s_start = self.shape_idx, self.shape_val, self.shape_rate, self.shape_ptr[:-1]
+        s_idx, s_val, s_start = self.shape_idx, self.shape_val, self.shape_ptr[:-1]
         capped = self.params.shape_score == "capped"
         weighted_scores = self.params.shape_score == "weighted"
         reuse_left, reuse_floor, util0 = 0, self.params.reuse_floor, 0.0
         self._pool = None
+        self._warm = {}
+        cand, aa_runs = None, 0  # shape candidates (ascending shape indices) and AA runs so far
         start = len(raw)
         while left > 0:
             if max_activations is not None and len(raw) - start >= max_activations:
@@ -699,15 +783,32 @@ class VarioPathPlanner:
             elif capped:
                 # ours: a shape can move at most τ x (its lanes' rate) per group pair in one
                 # activation; Eq. 6 keeps crediting lanes of a pair whose demand is nearly drained
-                scores = np.add.reduceat(np.minimum(s_rate * tau, dg[s_idx]), s_start)
+                # (each shape's pairs summed in ascending order, as the compiled loop sums them)
+                scores = np.zeros(self.pad_rate.shape[1])
+                for idx, rate in zip(self.pad_idx, self.pad_rate):
+                    scores += np.minimum(rate * tau, dg[idx])
             else:
                 scores = np.add.reduceat(s_val * dg[s_idx], s_start)  # Eq. 6
-            if beam == 1:
-                top = (int(scores.argmax()),)
-            else:
-                order = np.argsort(-scores, kind="stable")[:beam]
-                top = tuple(int(j) for j in order if scores[j] > 0) or (int(order[0]),)
+            # ours (shape candidates): between full scorings only the last full scoring's best
+            # shape_candidates shapes compete for the beam (all scores are computed here; the
+            # compiled loop computes only theirs, the same values)
+            top = None
+            if cand is not None and aa_runs % self.params.shape_rescore:
+                top = tuple(int(cand[j]) for j in _beam(scores[cand], beam))
+                if not scores[top[0]] > 0:
+                    top = None  # no candidate left: score them all
+            if top is None:
+                top = _beam(scores, beam)
+                if self.params.shape_candidates and scores[top[0]] > 0:
+                    cand = np.sort(np.argsort(-scores, kind="stable")[:self.params.shape_candidates])
+            aa_runs += 1
             found = self._bind(top, rem, q, tau, w=w) if scores[top[0]] > 0 else None
+            if found is None and max_activations is None:
+                # as with the compiled loop, which stops here (_decompose_kernel): one activation
+                # planned afresh (below, max_activations=1), then the loop restarts with fresh state
+                self._decompose_numpy(rem, tau0, raw, guard, max_activations=1)
+                left, reuse_left, self._pool, self._warm, cand, aa_runs = rem.sum(), 0, None, {}, None, 0
+                continue
             if found is None:  # rare: retry the best shapes with the tie-break, then the rest
                 for j in np.argsort(-scores, kind="stable"):
                     if scores[j] <= 0:
@@ -734,6 +835,14 @@ class VarioPathPlanner:
             raw.append((x, src, dst, fam))
             rem[src, dst] -= x
             left -= x.sum()
+
+
+def _beam(scores: np.ndarray, beam: int) -> tuple[int, ...]:
+    """Positions of the ``beam`` best scores, ties by lower position, those > 0 only (else the best)."""
+    if beam == 1:
+        return (int(scores.argmax()),)
+    order = np.argsort(-scores, kind="stable")[:beam]
+    return tuple(int(j) for j in order if scores[j] > 0) or (int(order[0]),)
 
 
 def _rows(raw: list):

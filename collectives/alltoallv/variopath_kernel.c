@@ -32,7 +32,8 @@ typedef int64_t i64;
 #define SYNTH_PERIOD 4
 
 enum { I_N, I_G, I_g, I_J, I_P, I_S, I_SWEEPS, I_BEAM, I_REUSE, I_MAXQ, I_WEIGHTED, I_CAPPED, I_MAXACTS,
-       I_MAXROWS, I_RANKP_ON, I_DENSE, I_ROWBUDGET, I_R, I_SYNTH, I_F, I_NRES, I_POWER, I_WSCORE, I_NNODES };
+       I_MAXROWS, I_RANKP_ON, I_DENSE, I_ROWBUDGET, I_R, I_SYNTH, I_F, I_NRES, I_POWER, I_WSCORE, I_NNODES,
+       I_WARM, I_STALL, I_NCAND, I_RESCORE };
 enum { D_TAU0, D_COARSE, D_MAXRATE, D_RANKP, D_PAIRP, D_OVERHEAD, D_REUSEFLOOR, D_NODEP, D_KROUNDS };
 
 /* The maximum-weight assignment of a g x g credit matrix v (rows = lanes, columns = candidate
@@ -560,6 +561,109 @@ static inline double max8(const double *x) {
     return ab > cd ? ab : cd;
 }
 
+/* The `want` best shapes into top[] (best first, ties by lower index: numpy's stable argsort of
+ * -scores) among j = cand[0 .. n-1] (ascending indices) or, cand NULL, j = 0 .. n-1: one pass with
+ * insertion into the short sorted list; returns min(want, n). */
+static i64 best_shapes(const double *scores, const i64 *cand, i64 n, i64 want, i64 *top) {
+    i64 cnt = 0;
+    double thr = 0.0;  /* the last kept score once the list is full */
+    for (i64 c = 0; c < n; c++) {
+        if (!cand && cnt == want && (c & 7) == 0 && c + 8 <= n && !(max8(scores + c) > thr)) {
+            c += 7;  /* no score of these 8 beats the list's last: none would enter */
+            continue;
+        }
+        const i64 j = cand ? cand[c] : c;
+        const double sj = scores[j];
+        if (cnt == want && !(sj > thr)) continue;
+        i64 pos = cnt < want ? cnt : want - 1;
+        while (pos > 0 && sj > scores[top[pos - 1]]) { top[pos] = top[pos - 1]; pos--; }
+        top[pos] = j;
+        if (cnt < want) cnt++;
+        if (cnt == want) thr = scores[top[want - 1]];
+    }
+    return cnt;
+}
+
+/* shape a ranks below shape b: a lower score, or the same score and a higher index */
+static inline int ranks_below(const double *scores, i64 a, i64 b) {
+    return scores[a] < scores[b] || (scores[a] == scores[b] && a > b);
+}
+
+static void sift_down(const double *scores, i64 *h, i64 n, i64 i) {
+    for (;;) {
+        i64 l = 2 * i + 1, m = i;
+        if (l < n && ranks_below(scores, h[l], h[m])) m = l;
+        if (l + 1 < n && ranks_below(scores, h[l + 1], h[m])) m = l + 1;
+        if (m == i) return;
+        const i64 t = h[i]; h[i] = h[m]; h[m] = t;
+        i = m;
+    }
+}
+
+/* The shape candidates (ours): the `want` best of scores[0 .. J-1] (the set best_shapes would
+ * give: higher score, ties by lower index) in ascending index order. The want-th largest maximum
+ * of blocks of 8 shapes, lo, is a floor: at least `want` shapes score >= lo, so a shape below it
+ * is never among the best, and only blocks whose maximum reaches lo are read. Their shapes at or
+ * above lo (ascending) go through a heap whose root is the lowest-ranked kept one. Work buffers:
+ * bmax J / 8 + want doubles, lst J indices, mark J bytes (zero, left zero). Returns min(want, J). */
+static i64 candidate_shapes(const double *scores, i64 J, i64 want, i64 *out, double *bmax, i64 *lst, char *mark) {
+    double lo = -HUGE_VAL;
+    const i64 nb = J / 8;
+    i64 nl = 0;
+    if (nb >= want) {
+        for (i64 b = 0; b < nb; b++) bmax[b] = max8(scores + 8 * b);
+        double *h = bmax + nb;  /* min-heap of the `want` largest block maxima: its root is lo */
+        for (i64 b = 0; b < nb; b++) {
+            const double x = bmax[b];
+            if (b >= want && !(x > h[0])) continue;
+            i64 i = b < want ? b : 0;
+            if (b < want) {  /* sift up */
+                while (i > 0 && h[(i - 1) / 2] > x) { h[i] = h[(i - 1) / 2]; i = (i - 1) / 2; }
+            } else {  /* replace the root, sift down */
+                for (;;) {
+                    const i64 l = 2 * i + 1;
+                    if (l >= want) break;
+                    const i64 m = l + 1 < want && h[l + 1] < h[l] ? l + 1 : l;
+                    if (!(h[m] < x)) break;
+                    h[i] = h[m];
+                    i = m;
+                }
+            }
+            h[i] = x;
+        }
+        lo = h[0];
+        for (i64 b = 0; b < nb; b++)
+            if (bmax[b] >= lo)
+                for (i64 j = 8 * b; j < 8 * b + 8; j++) if (scores[j] >= lo) lst[nl++] = j;
+        for (i64 j = 8 * nb; j < J; j++) if (scores[j] >= lo) lst[nl++] = j;
+    } else {
+        for (i64 j = 0; j < J; j++) lst[nl++] = j;
+    }
+    if (nl <= want) {
+        memcpy(out, lst, sizeof(i64) * nl);
+        return nl;
+    }
+    i64 n = 0;
+    for (i64 p = 0; p < nl; p++) {  /* lst ascending: a later shape enters only with a higher score */
+        const i64 j = lst[p];
+        if (n < want) {  /* fill, then heapify once */
+            out[n++] = j;
+            if (n == want)
+                for (i64 i = n / 2 - 1; i >= 0; i--) sift_down(scores, out, n, i);
+            continue;
+        }
+        if (!(scores[j] > scores[out[0]])) continue;
+        out[0] = j;
+        sift_down(scores, out, n, 0);
+    }
+    /* ascending index (ties among candidates go to the lower one): mark, then collect from lst */
+    for (i64 t = 0; t < n; t++) mark[out[t]] = 1;
+    i64 m = 0;
+    for (i64 p = 0; p < nl; p++)
+        if (mark[lst[p]]) { mark[lst[p]] = 0; out[m++] = lst[p]; }
+    return n;
+}
+
 /* The largest entry of x (>= 0; 0 when empty): eight running maxima, since a maximum is the
  * same in any order and one chain would wait on every comparison. */
 static double max_entry(const double *x, i64 n) {
@@ -656,7 +760,7 @@ static inline double channel_utility(const i64 *sb, const i64 *db, const i64 *ri
  * two rows' additions overlap instead of waiting on each other. */
 static i64 best_channel(const i64 *prow, i64 npool, const i64 *rsrc, const i64 *rdst, const i64 *rfam,
                         const i64 *fam_rid, const double *rem, const double *w, int wsel, const double *capr,
-                        const double *invr, i64 N, double lambda, double *best) {
+                        const double *invr, i64 N, double lambda, double *best, double *uout) {
     i64 h = -1;
     double hu = 0.0;
     i64 b = 0;
@@ -676,6 +780,7 @@ static i64 best_channel(const i64 *prow, i64 npool, const i64 *rsrc, const i64 *
             if (t1 > dur1) dur1 = t1;
         }
         const double u0 = use0 / (lambda + dur0 + 1e-300), u1 = use1 / (lambda + dur1 + 1e-300);
+        if (uout) { uout[b] = u0; uout[b + 1] = u1; }
         if (h < 0 || u0 > hu) { hu = u0; h = b; }
         if (u1 > hu) { hu = u1; h = b + 1; }
     }
@@ -683,10 +788,98 @@ static i64 best_channel(const i64 *prow, i64 npool, const i64 *rsrc, const i64 *
         const i64 row = prow[b];
         const double u = channel_utility(rsrc + row * N, rdst + row * N, fam_rid + rfam[row] * N, rem, w, wsel, capr,
                                          invr, N, lambda);
+        if (uout) uout[b] = u;
         if (h < 0 || u > hu) { hu = u; h = b; }
     }
     *best = hu;
     return h;
+}
+
+/* F_B (Eq. 8) of one binding: its credits summed lane by lane in order; < 0 exactly when it keeps
+ * a self-pair (that credit is FORBID, every other one >= 0). */
+static inline double binding_credit(const i64 *sb, const i64 *db, const i64 *rid, const double *cred, i64 N) {
+    const i64 NN = N * N;
+    double s = 0.0;
+    for (i64 k = 0; k < N; k++) s += cred[rid[k] * NN + sb[k] * N + db[k]];
+    return s;
+}
+
+/* Early stop of starts (ours): one family's starts in row order; a start improves when its F_B
+ * beats the family's best so far by more than 1e-12 relative (the AA's convergence test); after
+ * `stall` starts in a row without improvement the rest are dropped (F set to -1: no channel).
+ * *since / *best carry the family's state; returns 1 once stopped. */
+static inline int stall_step(double fb, int first, i64 stall, double *best, i64 *since) {
+    if (first || fb > *best * (1 + 1e-12) + 1e-300) { *best = fb; *since = 0; return 0; }
+    return ++*since >= stall;
+}
+
+static void stall_mask(i64 B, const i64 *rfam, i64 stall, double *f) {
+    for (i64 b0 = 0, b1; b0 < B; b0 = b1) {
+        for (b1 = b0 + 1; b1 < B && rfam[b1] == rfam[b0]; b1++) {}
+        double best = 0.0;
+        i64 since = 0, b = b0;
+        while (b < b1 && !stall_step(f[b], b == b0, stall, &best, &since)) b++;
+        for (b++; b < b1; b++) f[b] = -1.0;
+    }
+}
+
+/* One AA sweep per start, a family's starts in order (two rows per call: rows are independent,
+ * so a row swept past the stop is simply dropped), F_B after each, stopped as stall_mask does. */
+static void aa_starts_until_stall(i64 B, i64 N, i64 G, i64 g, i64 P, int g4c, const i64 *rfam, const i64 *fam_rid,
+                                  const i64 *fam_in, const i64 *groups, const double *cred, const double *credt,
+                                  const i64 *perms, double *v, i64 *rsrc, i64 *rdst, i64 stall, double *f) {
+    for (i64 b0 = 0, b1; b0 < B; b0 = b1) {
+        for (b1 = b0 + 1; b1 < B && rfam[b1] == rfam[b0]; b1++) {}
+        double best = 0.0;
+        i64 since = 0, b = b0;
+        int stopped = 0;
+        while (b < b1 && !stopped) {
+            const i64 nb = b + 2 <= b1 ? 2 : 1;
+            aa_sweep(nb, N, G, g, P, g4c, rfam + b, fam_rid, fam_in, groups, cred, credt, perms, v, rsrc + b * N,
+                     rdst + b * N);
+            for (i64 t = b; t < b + nb; t++) {
+                if (stopped) { f[t] = -1.0; continue; }
+                f[t] = binding_credit(rsrc + t * N, rdst + t * N, fam_rid + rfam[t] * N, cred, N);
+                stopped = stall_step(f[t], t == b0, stall, &best, &since);
+            }
+            b += nb;
+        }
+        for (; b < b1; b++) f[b] = -1.0;
+    }
+}
+
+/* Warm starts (ours): after an AA run, each catalog family of the batch remembers its best W
+ * distinct bindings among the channels (pool rows) by EVALUATE utility, ties by row order; the
+ * next AA run of the family starts from them. A family without a channel in this run keeps what it
+ * had; the synthesized family (index F) changes between runs and remembers nothing. The pool rows
+ * of one family are consecutive. */
+static void remember_bindings(i64 npool, const i64 *prow, const double *upool, const i64 *rfam, const i64 *rsrc,
+                              const i64 *rdst, i64 N, i64 W, i64 F, i64 *wsrc, i64 *wdst, i64 *wcnt, i64 *wrank) {
+    for (i64 p0 = 0, p1; p0 < npool; p0 = p1) {
+        const i64 fi = rfam[prow[p0]];
+        for (p1 = p0 + 1; p1 < npool && rfam[prow[p1]] == fi; p1++) {}
+        if (fi == F) continue;
+        i64 n = 0;  /* wrank: the best n pool indices so far, best first */
+        for (i64 p = p0; p < p1; p++) {
+            const i64 *sp = rsrc + prow[p] * N, *dp_ = rdst + prow[p] * N;
+            int dup = 0;
+            for (i64 t = 0; t < n && !dup; t++) {
+                const i64 q = prow[wrank[t]];
+                dup = !memcmp(sp, rsrc + q * N, sizeof(i64) * N) && !memcmp(dp_, rdst + q * N, sizeof(i64) * N);
+            }
+            if (dup) continue;  /* the same binding again: its utility is the same */
+            i64 pos = n < W ? n : W - 1;
+            if (n == W && !(upool[p] > upool[wrank[W - 1]])) continue;
+            while (pos > 0 && upool[p] > upool[wrank[pos - 1]]) { wrank[pos] = wrank[pos - 1]; pos--; }
+            wrank[pos] = p;
+            if (n < W) n++;
+        }
+        for (i64 t = 0; t < n; t++) {
+            memcpy(wsrc + (fi * W + t) * N, rsrc + prow[wrank[t]] * N, sizeof(i64) * N);
+            memcpy(wdst + (fi * W + t) * N, rdst + prow[wrank[t]] * N, sizeof(i64) * N);
+        }
+        wcnt[fi] = n;
+    }
 }
 
 static const double *sort_key;
@@ -699,7 +892,7 @@ static int by_key_desc(const void *x, const void *y) {
 
 /* Interface version of vp_plan (argument list and parameter slots); kernel.py refuses a build
  * whose version differs (a stale build from older sources), so it never calls with the wrong arguments. */
-#define VP_ABI 5
+#define VP_ABI 6
 VP_EXPORT i64 vp_abi(void) { return VP_ABI; }
 
 VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *gof,
@@ -719,6 +912,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
     const i64 rank_on = ip[I_RANKP_ON], dense = ip[I_DENSE], row_budget = ip[I_ROWBUDGET], R = ip[I_R];
     const i64 synth = ip[I_SYNTH], F = ip[I_F], nres = ip[I_NRES];
     const i64 power = ip[I_POWER], wscore = ip[I_WSCORE], K = ip[I_NNODES];
+    const i64 W = ip[I_WARM], stall = ip[I_STALL], C = ip[I_NCAND], rescore = ip[I_RESCORE];
     const double coarse = dp[D_COARSE], max_rate = dp[D_MAXRATE];
     const double rp = dp[D_RANKP], pp = dp[D_PAIRP], lambda = dp[D_OVERHEAD], reuse_floor = dp[D_REUSEFLOOR];
     const double np_ = dp[D_NODEP];
@@ -746,6 +940,17 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
     i64 *prow = malloc(sizeof(i64) * max_rows);
     double *capr = malloc(sizeof(double) * R), *invr = malloc(sizeof(double) * R), *flr = malloc(sizeof(double) * R);
     i64 npool = 0, reuse_left = 0;
+    /* warm starts (ours): each family's best W bindings of its last AA run in this plan */
+    i64 *wsrc = malloc(sizeof(i64) * (W ? (F + 1) * W * N : 1)), *wdst = malloc(sizeof(i64) * (W ? (F + 1) * W * N : 1));
+    i64 *wcnt = calloc(F + 1, sizeof(i64)), *wrank = malloc(sizeof(i64) * (W + 1));
+    double *upool = malloc(sizeof(double) * max_rows);
+    /* shape candidates (ours): the C best shapes of the last full scoring, ascending index */
+    i64 *cand = malloc(sizeof(i64) * (C + 1)), ncand = 0;
+    float *cdense = malloc(sizeof(float) * (dense && C ? GG * C : 1));
+    double *cscore = malloc(sizeof(double) * (C + 1));
+    double *cbmax = malloc(sizeof(double) * (J / 8 + C + 1));
+    char *cmark = calloc(J + 1, 1);
+    i64 *clst = malloc(sizeof(i64) * (C ? J + 1 : 1));
     int have_scores = 0, have_synth = 0;
     i64 aa_runs = 0;
     double *dpair = calloc(GG, sizeof(double));
@@ -777,7 +982,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
               rows, their w and per-rate caps are those of that AA run, unchanged since) -- */
         if (reuse_left > 0 && npool > 0) {
             double hu;
-            const i64 h = best_channel(prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, N, lambda, &hu);
+            const i64 h = best_channel(prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, N, lambda, &hu, NULL);
             if (h >= 0 && hu > 0 && hu >= reuse_floor * util0) {
                 reuse_left--;
                 const i64 row = prow[h];
@@ -861,6 +1066,16 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
         /* sparse shapes by group pair (column k lists the shapes with lanes on pair k): O(nnz),
            and consecutive updates hit different shapes, so they pipeline; every score still sums
            its pairs in ascending k */
+        /* shape candidates (ours): between full scorings (every `rescore` AA runs) only the
+           candidates are scored and the beam is chosen among them */
+        int restricted = ncand > 0 && aa_runs % rescore != 0;
+    score_again:
+        if (restricted && wsc && dense && !capped) {
+            /* the candidates' dense columns side by side (cdense): the same sums, ncand wide */
+            dense_scores(cscore, cdense, dgw, GG, ncand, touched_k);
+            for (i64 c = 0; c < ncand; c++) scores[cand[c]] = cscore[c];
+            goto scored;
+        }
         if (!capped && !wsc && have_scores) goto scored;  /* Eq. 6 scores are kept up to date incrementally */
         const double *dsc = wsc ? dgw : dg;
         if (dense && !capped) {
@@ -891,28 +1106,23 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
     scored:;
         i64 ntop = 0;
         {
-            /* the beam: the `want` best scores, ties by lower index (numpy's stable argsort of
-               -scores), in one pass with insertion into the short sorted list */
-            i64 want = beam < J ? beam : J, cnt = 0;
-            double thr = 0.0;  /* the last kept score once the list is full */
-            for (i64 j = 0; j < J; j++) {
-                if (cnt == want && (j & 7) == 0 && j + 8 <= J && !(max8(scores + j) > thr)) {
-                    j += 7;  /* no score of these 8 beats the list's last: none would enter */
-                    continue;
-                }
-                const double sj = scores[j];
-                if (cnt == want && !(sj > thr)) continue;
-                i64 pos = cnt < want ? cnt : want - 1;
-                while (pos > 0 && sj > scores[top[pos - 1]]) { top[pos] = top[pos - 1]; pos--; }
-                top[pos] = j;
-                if (cnt < want) cnt++;
-                if (cnt == want) thr = scores[top[want - 1]];
-            }
+            const i64 n = restricted ? ncand : J, want = beam < n ? beam : n;
+            best_shapes(scores, restricted ? cand : NULL, n, want, top);
             i64 first = top[0];
             for (i64 t = 0; t < want; t++) if (scores[top[t]] > 0) top[ntop++] = top[t];
             if (ntop == 0) { top[0] = first; ntop = 1; }
         }
-        if (!(scores[top[0]] > 0)) { *status = 0; break; }
+        if (!(scores[top[0]] > 0)) {
+            if (restricted) { restricted = 0; goto score_again; }  /* no candidate left: score them all */
+            *status = 0;
+            break;
+        }
+        if (C > 0 && !restricted) {  /* a full scoring: its C best shapes are the next candidates */
+            ncand = candidate_shapes(scores, J, C < J ? C : J, cand, cbmax, clst, cmark);
+            if (dense)
+                for (i64 k = 0; k < GG; k++)
+                    for (i64 c = 0; c < ncand; c++) cdense[k * ncand + c] = dense_val[k * J + cand[c]];
+        }
         /* -- rows: (family of the beam, start) -- */
         i64 B = 0, nfam = 0;
         for (i64 t = 0; t < ntop; t++) nfam += fam_off[top[t] + 1] - fam_off[top[t]];
@@ -922,8 +1132,12 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
         for (i64 t = 0; t < ntop; t++)
             for (i64 fi = fam_off[top[t]]; fi < fam_off[top[t] + 1]; fi++)
                 for (i64 s = 0; s < Se; s++) {
-                    memcpy(rsrc + B * N, start_src + (fi * S + s) * N, sizeof(i64) * N);
-                    memcpy(rdst + B * N, start_dst + (fi * S + s) * N, sizeof(i64) * N);
+                    /* the family's remembered bindings first (warm starts), then its fixed starts */
+                    const i64 nw = wcnt[fi] < Se ? wcnt[fi] : Se;
+                    const i64 *ss = s < nw ? wsrc + (fi * W + s) * N : start_src + (fi * S + s - nw) * N;
+                    const i64 *sd = s < nw ? wdst + (fi * W + s) * N : start_dst + (fi * S + s - nw) * N;
+                    memcpy(rsrc + B * N, ss, sizeof(i64) * N);
+                    memcpy(rdst + B * N, sd, sizeof(i64) * N);
                     rfam[B] = fi;
                     B++;
                 }
@@ -974,6 +1188,13 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
         /* -- multi-start Alternating Algorithm (Eqs. 7-8) -- */
         const int single = Se == 1;
         int have_best = 0;
+        if (stall > 0 && sweeps == 1 && Se > stall + 1) {
+            /* early stop (ours): a family's starts in order, stopped after `stall` starts in a row
+               without a better F_B; the starts after the stop are never swept */
+            aa_starts_until_stall(B, N, G, g, P, g4c, rfam, fam_rid, fam_in, groups, cred, credt, perms, v, rsrc, rdst,
+                                  stall, f);
+            goto bound;
+        }
         for (i64 sweep = 0; sweep < sweeps; sweep++) {
             aa_sweep(B, N, G, g, P, g4c, rfam, fam_rid, fam_in, groups, cred, credt, perms, v, rsrc, rdst);
             if (single && sweep + 1 < sweeps) continue;
@@ -988,12 +1209,8 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
                 }
                 break;
             }
-            for (i64 b = 0; b < B; b++) {
-                const i64 *rid = fam_rid + rfam[b] * N;
-                double s = 0.0;
-                for (i64 k = 0; k < N; k++) s += cred[rid[k] * NN + rsrc[b * N + k] * N + rdst[b * N + k]];
-                f[b] = s;  /* F_B (Eq. 8); a self-pair makes it hugely negative */
-            }
+            for (i64 b = 0; b < B; b++)  /* F_B (Eq. 8); a self-pair makes it hugely negative */
+                f[b] = binding_credit(rsrc + b * N, rdst + b * N, fam_rid + rfam[b] * N, cred, N);
             if (single) break;
             if (have_best) {
                 int improved = 0;
@@ -1005,6 +1222,11 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
                 have_best = 1;
             }
         }
+        if (stall > 0) {  /* the same stop on the final bindings (several sweeps: all rows ran) */
+            for (i64 b = 0; b < B; b++) f[b] = binding_credit(rsrc + b * N, rdst + b * N, fam_rid + rfam[b] * N, cred, N);
+            stall_mask(B, rfam, stall, f);
+        }
+    bound:
         /* -- EVALUATE (Eqs. 9-10) over the channels (rows without a self-pair); they stay the
               pool for reuse -- */
         for (i64 ri = 0; ri < R; ri++) {
@@ -1016,8 +1238,10 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
         npool = 0;
         for (i64 b = 0; b < B; b++) if (f[b] >= 0) prow[npool++] = b;
         double hu;
-        const i64 h = best_channel(prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, N, lambda, &hu);
+        const i64 h = best_channel(prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, N, lambda, &hu,
+                                   W ? upool : NULL);
         if (h < 0 || !(hu > 0)) { npool = 0; *status = 0; break; }
+        if (W) remember_bindings(npool, prow, upool, rfam, rsrc, rdst, N, W, F, wsrc, wdst, wcnt, wrank);
         util0 = hu;
         reuse_left = reuse - 1;
         double moved = 0.0;
@@ -1060,6 +1284,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
     free(w); free(cred); free(credt); free(nterm); free(nrow); free(rused); free(pused); free(rtouched); free(order);
     free(la); free(ld); free(li); free(srcfree); free(dstfree); free(outc); free(slot_dst); free(ls); free(lr); free(dg); free(scores); free(dgw); free(pu); free(pv); free(t_out); free(t_in); free(tro); free(tri); free(top);
     free(rsrc); free(rdst); free(rfam); free(f); free(fbest); free(v);
+    free(cand); free(cdense); free(cscore); free(cbmax); free(cmark); free(clst); free(wsrc); free(wdst); free(wcnt); free(wrank); free(upool);
     free(prow); free(capr); free(invr); free(flr); free(dpair); free(touched); free(touched_k);
     return A;
 }

@@ -38,7 +38,12 @@ def lanes(s):
 
 VARIANTS = [dict(), dict(shape_beam=1, n_start=1, aa_sweeps=3), dict(shape_beam=3, n_start=4, aa_sweeps=4),
             dict(coarse_rounds_per_rank=0, k_target_per_rank=3.0), dict(max_quanta=4),
-            dict(rank_pressure=0.0, weighted_utility=False), dict(max_aa_rows=8), dict(overhead_s=1e-6)]
+            dict(rank_pressure=0.0, weighted_utility=False), dict(max_aa_rows=8), dict(overhead_s=1e-6),
+            # the previous default (warm starts and shape candidates off), early stop of starts with
+            # one sweep (the compiled loop sweeps start by start) and with two, more memory and a
+            # short candidate list rescored often
+            dict(n_start=10, aa_sweeps=1, warm_starts=0, shape_candidates=0), dict(start_patience=2, n_start=6, aa_sweeps=1),
+            dict(start_patience=1, n_start=5), dict(warm_starts=3, n_start=5, shape_candidates=3, shape_rescore=2)]
 # Fractional sums decide these (capped scores min(τ bw, D̂); long reuse chains compare weighted
 # utilities against a floor), so rounding may pick another, near-equal shape or channel.
 NEAR_VARIANTS = [dict(shape_score="capped"), dict(reuse=4, reuse_floor=0.5)]

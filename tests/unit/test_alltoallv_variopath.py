@@ -91,10 +91,41 @@ def test_bad_params_are_spec_errors():
 
 
 @pytest.mark.parametrize("bad", [dict(reuse=0), dict(reuse_floor=1.5), dict(coarse_rounds_per_rank=-1),
-                                 dict(max_aa_rows=0), dict(max_quanta=0), dict(shape_score="best"), dict(kernel="gpu")])
+                                 dict(max_aa_rows=0), dict(max_quanta=0), dict(shape_score="best"), dict(kernel="gpu"),
+                                 dict(warm_starts=-1), dict(warm_starts=5, n_start=4), dict(start_patience=True),
+                                 dict(start_patience=2.0), dict(shape_candidates=-1), dict(shape_rescore=0)])
 def test_bad_extension_params_are_spec_errors(bad):
     with pytest.raises(SpecError):
         VarioPathParams(**bad)
+
+
+def test_the_warm_start_field_names_its_value_and_rule():
+    with pytest.raises(SpecError, match=r"warm_starts=7 must be an integer in 0\.\.n_start=4"):
+        VarioPathParams(warm_starts=7, n_start=4)
+
+
+def test_warm_starts_put_a_familys_remembered_bindings_first():
+    # numpy path: after a plan every family bound in its last AA runs remembers its best binding;
+    # a batch of that family then starts from it, followed by its fixed starts (the last dropped)
+    p = planner("r5080_bf3", 2, kernel="numpy", warm_starts=1, n_start=4)
+    p.plan(zipf(16, 8 * 2**20, 0.6, 4))
+    fam, ((src, dst),) = next(iter(p._warm.items()))
+    j = int(np.searchsorted(p.fam_off, fam, side="right") - 1)  # its shape
+    b = p._batch((j,))
+    s0, d0 = p._starts(b)
+    row = int(np.flatnonzero(b["gfam"] == fam)[0]) * b["S"]
+    assert (s0[row] == src).all() and (d0[row] == dst).all()
+    assert (s0[row + 1:row + b["S"]] == b["src0"][row:row + b["S"] - 1]).all()
+
+
+def test_start_patience_drops_the_starts_after_a_run_without_a_better_credit():
+    p = planner(kernel="numpy", start_patience=2, n_start=5)
+    credits = np.array([[1.0, 2.0], [4.0, 0.0], [3.0, 0.0], [5.0, -1.0], [9.0, 0.0],  # family 0: F = 3, 4, 3, 4, 9
+                        [1.0, 1.0], [2.0, 1.0], [1.0, 0.0], [0.0, 1.0], [5.0, 5.0]])  # family 1: F = 2, 3, 1, 1, 10
+    f = p._stall_mask(credits, 5)
+    # family 0: 4 beats 3, then 3 and 4 do not beat 4 (2 in a row): the fifth start is dropped;
+    # family 1: 3 beats 2, then 1 and 1 do not: the fifth (10) is dropped too
+    assert f.tolist() == [3.0, 4.0, 3.0, 4.0, -1.0, 2.0, 3.0, 1.0, 1.0, -1.0]
 
 
 def test_row_budget_trims_starts_not_families():

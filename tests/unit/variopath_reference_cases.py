@@ -5,7 +5,9 @@ path kind and resources, bytes -- so two planners agree on a case only when they
 activations lane for lane. The reference data in ``tests/data/variopath_reference.json`` was
 written by this module from the planner *before* its planning-speed work (commit 38a5390:
 ``python tests/unit/variopath_reference_cases.py --write``), and ``test_variopath_reference.py``
-compares the current planner's digests with it exactly. Cases: every preset on the tuning and the
+compares the current planner's digests with it exactly. The default preset's entries were recorded
+again when that preset changed (warm AA starts and shape candidates); ``variopath_previous`` holds
+the earlier default's entries (that preset with the new fields off), which the planner must still give. Cases: every preset on the tuning and the
 held-apart test seeds of ``collectives/alltoallv/tuning.py`` (one and two R5080-BF3 nodes, Zipf
 s = 0.6 ... 1.2, 32 MiB per source), the ``gx alltoallv ... workload.bytes_per_rank=1GiB`` demand
 at 8, 16 and 32 GPUs, and R5080-CX8 x 4 (16 rank groups: the online-synthesized family). The
@@ -26,14 +28,19 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "variopath_reference.json"
-PRESETS = ("variopath", "variopath_fast", "variopath_quality")
+PRESETS = ("variopath", "variopath_fast", "variopath_quality", "variopath_previous")
+# the default preset before shape candidates (and warm AA starts; both off): its
+# entries are the default preset's from before that change, so the new fields switched off must
+# keep every earlier plan
+DERIVED = {"variopath_previous": ("variopath", {"warm_starts": 0, "shape_candidates": 0})}
 _CATALOG_KEYS = {"name", "max_nodes", "max_families_per_shape", "max_shapes"}
 # (platform, nodes, bytes per source, skew, seed) beyond the tuning / test grid
 _LARGE = [("r5080_bf3", 1, 2**30, 0.6, 0), ("r5080_bf3", 2, 2**30, 0.6, 0), ("r5080_bf3", 4, 2**30, 0.6, 0),
           ("r5080_cx8", 4, 2**30, 0.6, 0)]
 # the default suite: the 16-GPU case and one test-split instance per node count
 _FAST = {"variopath/r5080_bf3x2/1024MiB/s0.6/seed0", "variopath/r5080_bf3x1/32MiB/s1.0/seed200",
-         "variopath/r5080_bf3x2/32MiB/s0.8/seed203", "variopath_fast/r5080_bf3x2/32MiB/s1.2/seed201"}
+         "variopath/r5080_bf3x2/32MiB/s0.8/seed203", "variopath_fast/r5080_bf3x2/32MiB/s1.2/seed201",
+         "variopath_previous/r5080_bf3x2/1024MiB/s0.6/seed0"}
 
 
 def cases() -> list[dict]:
@@ -65,7 +72,8 @@ def planner(preset: str, platform: str, nodes: int):
     from collectives.alltoallv.catalog import build_catalog
     from collectives.alltoallv.variopath import VarioPathParams, VarioPathPlanner
 
-    p = yaml.safe_load((ROOT / "conf" / "scheduler" / f"{preset}.yaml").read_text())
+    base, over = DERIVED.get(preset, (preset, {}))
+    p = {**yaml.safe_load((ROOT / "conf" / "scheduler" / f"{base}.yaml").read_text()), **over}
     t = topology(platform, nodes)
     cat = build_catalog(t, **{k: p[k] for k in ("max_nodes", "max_families_per_shape", "max_shapes") if k in p})
     return VarioPathPlanner(t, cat, VarioPathParams(**{k: v for k, v in p.items() if k not in _CATALOG_KEYS}))
