@@ -12,12 +12,12 @@ then augmenting paths), deterministic. The assignment runs compiled when setup.p
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from collectives.compiled import OptionalExtension
 from collectives.topology import invariants, register_cache, topology_key
 
 _TREES: dict[tuple, "BalancedTree"] = register_cache({})
@@ -71,28 +71,16 @@ def balanced_tree(topo) -> BalancedTree:
     return tree
 
 
-_KERNEL = {"module": None, "loaded": False, "compiled": True}  # explicit: the built extension, use_compiled_trees
-KERNEL_MODULE, KERNEL_ABI = "collectives._tree_kernel", 1  # TK_ABI of tree_kernel.c
+_KERNEL = OptionalExtension("collectives._tree_kernel", abi=1)  # TK_ABI of tree_kernel.c
 
 
 def use_compiled_trees(on: bool) -> bool:
     """Assign last hops with the built kernel (True, the default) or in Python; returns the previous choice."""
-    previous = _KERNEL["compiled"]
-    _KERNEL["compiled"] = bool(on)
-    return previous
+    return _KERNEL.use(on)
 
 
 def _tree_kernel():
-    if not _KERNEL["compiled"]:
-        return None
-    if not _KERNEL["loaded"]:
-        try:
-            module = importlib.import_module(KERNEL_MODULE)
-            _KERNEL["module"] = module if module.abi() == KERNEL_ABI else None
-        except ImportError:
-            _KERNEL["module"] = None
-        _KERNEL["loaded"] = True
-    return _KERNEL["module"]
+    return _KERNEL.load()
 
 
 def _bottleneck_assign(items, ok: np.ndarray, gens) -> dict:

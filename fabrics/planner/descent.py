@@ -15,33 +15,22 @@ descent, the reference (``tests/unit/test_fabrics_planner_kernel.py`` compares b
 
 from __future__ import annotations
 
-import importlib
+from collectives.compiled import OptionalExtension
 
 MODULE = "fabrics.planner._descent_kernel"
 ABI = 2  # DK_ABI of descent_kernel.c: the argument list of descend()
 MAX_AXES, MAX_OPTIONS, MAX_WORDS = 8, 255, 64  # the kernel's limits (larger searches stay in Python)
-_LOADED: dict[str, object] = {}  # explicit keyed cache: module name -> module (or None: not built)
-_SWITCH = {"compiled": True}  # explicit: use_compiled_descent
+_EXTENSION = OptionalExtension(MODULE, ABI)
 
 
 def use_compiled_descent(on: bool) -> bool:
     """Use the built descent (True, the default) or the Python one; returns the previous choice."""
-    previous = _SWITCH["compiled"]
-    _SWITCH["compiled"] = bool(on)
-    return previous
+    return _EXTENSION.use(on)
 
 
 def load_descent_kernel():
     """The built extension module, or None (not built, another ABI, or ``use_compiled_descent(False)``)."""
-    if not _SWITCH["compiled"]:
-        return None
-    if MODULE not in _LOADED:
-        try:
-            module = importlib.import_module(MODULE)
-            _LOADED[MODULE] = module if module.abi() == ABI else None
-        except ImportError:
-            _LOADED[MODULE] = None
-    return _LOADED[MODULE]
+    return _EXTENSION.load()
 
 
 class KernelTables:
