@@ -59,21 +59,7 @@ def keep_template(db: Path, template: Path | None) -> None:
     if template is None or template.exists():
         return
     try:
-        template.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=template.parent, prefix=template.name + ".", suffix=".tmp")
-        os.close(fd)
-        try:
-            _backup(db, Path(tmp))
-            con = sqlite3.connect(tmp)
-            try:
-                con.execute("DELETE FROM experiments")  # the Default experiment: MLflow re-creates it per store
-                con.commit()
-            finally:
-                con.close()
-            os.replace(tmp, template)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        _copy_atomically(db, template, without_experiments=True)
     except (OSError, sqlite3.Error):
         pass
 
@@ -87,12 +73,22 @@ def drop_template(template: Path | None) -> None:
             pass
 
 
-def _copy_atomically(source: Path, target: Path) -> None:
+def _copy_atomically(source: Path, target: Path, *, without_experiments: bool = False) -> None:
+    """``target`` becomes a consistent copy of the SQLite database ``source`` (written beside it,
+    then renamed); ``without_experiments``: its experiments deleted (the Default one, which MLflow
+    re-creates per store)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".tmp")
     os.close(fd)
     try:
         _backup(source, Path(tmp))
+        if without_experiments:
+            con = sqlite3.connect(tmp)
+            try:
+                con.execute("DELETE FROM experiments")
+                con.commit()
+            finally:
+                con.close()
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
