@@ -47,6 +47,7 @@ class RaySchema:
     batch_size: Any = "auto"
     log_to_driver: bool = False
     colocate: List[str] = field(default_factory=list)
+    affinity: List[str] = field(default_factory=list)
 
 
 def mirror_spec(spec_cls: type, *, extra: tuple = ()) -> type:

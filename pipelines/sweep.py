@@ -292,6 +292,29 @@ def colocated_units(points: list, colocate: list[str] | tuple = ()) -> list[list
     return list(units.values())
 
 
+def affine_units(units: list[list], points: list, colocate, affinity, n_workers: int) -> list[list]:
+    """Colocated units that differ only in the ``affinity`` keys, merged while the sweep keeps
+    at least ``n_workers`` tasks: each affinity group (e.g. the cells of one fabric, any batch:
+    they plan different OCS requests but share the planner's tables of topology facts, which a
+    process builds once) is cut into ``ceil(n_workers / groups)`` runs of consecutive units, so
+    on few workers a group runs in one process and on many the units stay apart (as without
+    affinity). Units keep the sweep's order within a group; groups come in order of first
+    appearance."""
+    if not affinity or not units or n_workers < 1:
+        return units
+    keys = [*colocate, *affinity]
+    first = {id(points[u[0]]): u for u in units}
+    groups = [[first[id(p)] for p in g if id(p) in first]
+              for g in colocated_units([points[u[0]] for u in units], keys)]
+    pieces = -(-n_workers // len(groups))  # ceil
+    out = []
+    for g in groups:
+        n = min(pieces, len(g))
+        bounds = [-(-k * len(g) // n) for k in range(n + 1)]  # earlier runs take the extra unit
+        out.extend([i for u in g[a:b] for i in u] for a, b in zip(bounds, bounds[1:]))
+    return out
+
+
 class BatchSizer:
     """Points per Ray task. An int is fixed. "auto" adapts to the points' observed run time:
     the first tasks carry one unit each; after that a task carries about ``target_task_s`` of
@@ -535,13 +558,17 @@ def _run_in_process(pipeline: str, todo: list[int], points, timeout_s, record, s
         record(p, outcome)
 
 
-def _units(points, todo: list[int], colocate) -> deque:
-    """Index lists of the colocated units (``colocated_units``); one point each without keys."""
-    if not colocate:
+def _units(points, todo: list[int], colocate, affinity=(), n_workers: int = 1) -> deque:
+    """Index lists of the colocated units (``colocated_units``; one point each without keys),
+    merged along the ``affinity`` keys for ``n_workers`` workers (``affine_units``)."""
+    if not colocate and not affinity:
         return deque([i] for i in todo)
     pts = [points[i] for i in todo]
     where = {id(p): i for p, i in zip(pts, todo)}
-    return deque([where[id(p)] for p in unit] for unit in colocated_units(pts, list(colocate)))
+    units = [[where[id(p)] for p in unit] for unit in colocated_units(pts, list(colocate))]
+    if affinity:
+        units = affine_units(units, points, list(colocate), list(affinity), n_workers)
+    return deque(units)
 
 
 class RayFeed:
@@ -558,7 +585,7 @@ class RayFeed:
 
         self.ray, self.pipeline, self.points, self.timeout_s, self.artifacts = ray, pipeline, points, timeout_s, artifacts
         self.remote = ray.remote(num_cpus=1, max_retries=0)(run_points)
-        self.units = _units(points, candidates, ray_cfg.get("colocate") or ())
+        self.units = _units(points, candidates, ray_cfg.get("colocate") or (), ray_cfg.get("affinity") or (), n_workers)
         self.sizer = BatchSizer(ray_cfg.get("batch_size", "auto"), n_workers)
         self.left = len(candidates)
         self.window = 2 * n_workers

@@ -4,7 +4,7 @@ point once, and the cheap pre-check of swept plain values (pipelines/sweep.py, a
 from pathlib import Path
 
 from pipelines.app import _sweep_variants
-from pipelines.sweep import BatchSizer, SweepPoint, colocated_units
+from pipelines.sweep import BatchSizer, SweepPoint, _units, colocated_units
 
 
 def point(i, **cfg):
@@ -29,6 +29,29 @@ def test_points_differing_only_in_colocated_keys_form_one_unit_in_sweep_order():
     # no keys: one unit per point; a key no point has changes nothing
     assert [len(u) for u in colocated_units(pts, [])] == [1] * 8
     assert [len(u) for u in colocated_units(pts, ["nope"])] == [1] * 8
+
+
+def _figure4_like():
+    cells = [(f, b, c) for f in ("all_ocs", "hybrid", "all_eps") for b in (1, 2, 4, 8, 16) for c in ("32K", "5M")]
+    return [point(i, fabric=f, batch=b, context=c) for i, (f, b, c) in enumerate(cells)]
+
+
+def test_affinity_merges_a_fabrics_batches_on_few_workers_and_keeps_them_apart_on_many():
+    pts = _figure4_like()
+    todo = list(range(len(pts)))
+    without = list(_units(pts, todo, ["context"]))
+    assert len(without) == 15 and without[0] == [0, 1]
+    # 2 workers, 3 fabrics: one process per fabric, in sweep order, every point once
+    two = list(_units(pts, todo, ["context"], ["batch"], n_workers=2))
+    assert two == [list(range(0, 10)), list(range(10, 20)), list(range(20, 30))]
+    # 4 workers: each fabric in two runs of consecutive batches (still >= one task per worker)
+    four = list(_units(pts, todo, ["context"], ["batch"], n_workers=4))
+    assert [len(u) for u in four] == [6, 4] * 3 and sorted(i for u in four for i in u) == todo
+    assert all({pts[i].cfg["fabric"] for i in u} == {pts[u[0]].cfg["fabric"]} for u in four)
+    # as many workers as units: the colocated units as they were
+    assert list(_units(pts, todo, ["context"], ["batch"], n_workers=16)) == without
+    # a subset (a rerun's remaining points) is merged the same way
+    assert list(_units(pts, [3, 4, 5, 12], ["context"], ["batch"], n_workers=2)) == [[3, 4, 5], [12]]
 
 
 def test_batch_sizer_adapts_to_observed_point_time():
