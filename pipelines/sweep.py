@@ -302,10 +302,9 @@ def affine_units(units: list[list], points: list, colocate, affinity, n_workers:
     appearance."""
     if not affinity or not units or n_workers < 1:
         return units
-    keys = [*colocate, *affinity]
-    first = {id(points[u[0]]): u for u in units}
-    groups = [[first[id(p)] for p in g if id(p) in first]
-              for g in colocated_units([points[u[0]] for u in units], keys)]
+    heads = [points[u[0]] for u in units]  # one lookup each: a lazy source makes a new point per lookup
+    unit_of = {id(p): u for p, u in zip(heads, units)}
+    groups = [[unit_of[id(p)] for p in g] for g in colocated_units(heads, [*colocate, *affinity])]
     pieces = -(-n_workers // len(groups))  # ceil
     out = []
     for g in groups:
