@@ -17,6 +17,10 @@ it ends and the medians:
 
     .venv/bin/python benchmarks/search_sweep.py --compare 6f183eb --repeats 3
 
+``--variants ',ray.affinity=[]'`` compares override sets on this tree instead (alternated, cold
+plan store each run, MLflow on): command wall, first-to-last point span, workers' busy time, and
+whether every point's results are byte-identical.
+
 ``--compare REF --cells`` measures the point work alone the same way: the six cells of batch 1
 (three fabrics x two contexts) in one fresh process per run, CPU seconds per cell, and whether
 every variant gives the same results; ``--cell-list all_ocs`` runs the ten all-OCS cells (batches
@@ -115,6 +119,44 @@ def timed_sweep(code: Path, experiment: str, tmp: Path, tracking: bool, store: P
         sys.exit(f"sweep of {code} failed:\n{proc.stderr[-3000:]}")
     wait_for_report(proc.stderr)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def compare_variants(variants: list[str], experiment: str, repeats: int) -> None:
+    """This tree with each comma-free override set of ``variants`` ('' = as configured), alternated,
+    Ray and MLflow on, a cold plan store each run: command wall, the sweep's first point start to
+    last point end, and the Ray workers' summed point time (``sweep_timeline.json``), plus whether
+    every point's results.json is byte-identical across all runs."""
+    import hashlib
+
+    rows: dict[str, list[tuple[float, float, float]]] = {v: [] for v in variants}
+    digests: dict[str, set] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(repeats):
+            for v in variants:
+                run_dir = Path(tempfile.mkdtemp(dir=tmp))
+                env = {k: x for k, x in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+                env.update(GX_PLAN_STORE=str(run_dir / "plans"), MLFLOW_TRACKING_URI=f"sqlite:///{run_dir}/mlflow.db")
+                cmd = [sys.executable, "-m", "pipelines.search", "-m", f"experiment={experiment}",
+                       f"hydra.sweep.dir={run_dir / 'sweep'}", *v.split()]
+                t0 = time.perf_counter()
+                proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+                wall = time.perf_counter() - t0
+                if proc.returncode:
+                    sys.exit(f"sweep {v!r} failed:\n{proc.stderr[-3000:]}")
+                wait_for_report(proc.stderr)
+                points = json.loads((run_dir / "sweep" / "sweep_timeline.json").read_text())["points"]
+                span = max(x["start_s"] + x["wall_s"] for x in points) - min(x["start_s"] for x in points)
+                rows[v].append((wall, span, sum(x["wall_s"] for x in points)))
+                for f in (run_dir / "sweep").glob("[0-9]*/results.json"):
+                    digests.setdefault(f.parent.name, set()).add(hashlib.sha256(f.read_bytes()).hexdigest())
+                print(f"  run {r + 1}: {v or '(as configured)':<28} wall {wall:6.1f} s   first-last point "
+                      f"{span:5.1f} s   workers busy {rows[v][-1][2]:5.1f} s", flush=True)
+    med = statistics.median
+    print(f"{'variant':<30} {'wall s':>7} {'first-last s':>13} {'busy s':>7}   runs (wall s)")
+    for v, rs in rows.items():
+        print(f"{v or '(as configured)':<30} {med(w for w, _, _ in rs):>7.1f} {med(s for _, s, _ in rs):>13.1f} "
+              f"{med(b for _, _, b in rs):>7.1f}   " + ", ".join(f"{w:.1f}" for w, _, _ in rs))
+    print("same results in every run:", "yes" if all(len(d) == 1 for d in digests.values()) else "NO")
 
 
 def wait_for_report(stderr: str, limit_s: float = 120.0) -> None:
@@ -242,6 +284,8 @@ def main() -> None:
     ap.add_argument("--experiment", default="figure4_megatron")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--overhead", action="store_true", help="measure Ray's per-point overhead instead")
+    ap.add_argument("--variants", metavar="A,B", help="this tree with these override sets alternated, e.g. "
+                    "',ray.affinity=[]' ('' = as configured; space-separated overrides within a set)")
     args = ap.parse_args()
     if args.cell_worker:
         cell_worker(args.cell_worker)
@@ -260,6 +304,9 @@ def main() -> None:
         return
     if args.overhead:
         overhead()
+        return
+    if args.variants is not None:
+        compare_variants(args.variants.split(","), args.experiment, args.repeats)
         return
     runs: dict[str, list[tuple[float, float, str]]] = {"ray": [], "one process": []}
     with tempfile.TemporaryDirectory() as tmp:

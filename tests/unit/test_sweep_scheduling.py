@@ -54,6 +54,27 @@ def test_affinity_merges_a_fabrics_batches_on_few_workers_and_keeps_them_apart_o
     assert list(_units(pts, [3, 4, 5, 12], ["context"], ["batch"], n_workers=2)) == [[3, 4, 5], [12]]
 
 
+class _Lazy:
+    """Like the launcher's PointSource: every lookup composes a new point object."""
+
+    def __init__(self, pts):
+        self.pts = pts
+
+    def __len__(self):
+        return len(self.pts)
+
+    def __getitem__(self, i):
+        p = self.pts[i]
+        return SweepPoint(index=p.index, overrides=[], cfg=dict(p.cfg), out_dir=p.out_dir)
+
+
+def test_affinity_on_a_lazy_point_source_gives_the_same_units():
+    pts = _figure4_like()
+    todo = list(range(len(pts)))
+    assert list(_units(_Lazy(pts), todo, ["context"], ["batch"], n_workers=2)) == \
+        list(_units(pts, todo, ["context"], ["batch"], n_workers=2))
+
+
 def test_batch_sizer_adapts_to_observed_point_time():
     fixed = BatchSizer(5, n_workers=2)
     assert fixed.size(100) == 5
