@@ -292,25 +292,24 @@ def colocated_units(points: list, colocate: list[str] | tuple = ()) -> list[list
     return list(units.values())
 
 
-def affine_units(units: list[list], points: list, colocate, affinity, n_workers: int) -> list[list]:
-    """Colocated units that differ only in the ``affinity`` keys, merged while the sweep keeps
-    at least ``n_workers`` tasks: each affinity group (e.g. the cells of one fabric, any batch:
-    they plan different OCS requests but share the planner's tables of topology facts, which a
-    process builds once) is cut into ``ceil(n_workers / groups)`` runs of consecutive units, so
-    on few workers a group runs in one process and on many the units stay apart (as without
-    affinity). Units keep the sweep's order within a group; groups come in order of first
-    appearance."""
+def affine_units(units: list[list], colocate, affinity, n_workers: int) -> list[list]:
+    """Colocated units (lists of points) that differ only in the ``affinity`` keys, merged while
+    the sweep keeps at least ``n_workers`` tasks: each affinity group (e.g. the cells of one
+    fabric, any batch: they plan different OCS requests but share the planner's tables of
+    topology facts, which a process builds once) is cut into ``ceil(n_workers / groups)`` runs of
+    consecutive units, so on few workers a group runs in one process and on many the units stay
+    apart (as without affinity). Units keep the sweep's order within a group; groups come in
+    order of first appearance."""
     if not affinity or not units or n_workers < 1:
         return units
-    heads = [points[u[0]] for u in units]  # one lookup each: a lazy source makes a new point per lookup
-    unit_of = {id(p): u for p, u in zip(heads, units)}
-    groups = [[unit_of[id(p)] for p in g] for g in colocated_units(heads, [*colocate, *affinity])]
+    unit_of = {id(u[0]): u for u in units}
+    groups = [[unit_of[id(p)] for p in g] for g in colocated_units([u[0] for u in units], [*colocate, *affinity])]
     pieces = -(-n_workers // len(groups))  # ceil
     out = []
     for g in groups:
         n = min(pieces, len(g))
         bounds = [-(-k * len(g) // n) for k in range(n + 1)]  # earlier runs take the extra unit
-        out.extend([i for u in g[a:b] for i in u] for a, b in zip(bounds, bounds[1:]))
+        out.extend([p for u in g[a:b] for p in u] for a, b in zip(bounds, bounds[1:]))
     return out
 
 
@@ -564,10 +563,8 @@ def _units(points, todo: list[int], colocate, affinity=(), n_workers: int = 1) -
         return deque([i] for i in todo)
     pts = [points[i] for i in todo]
     where = {id(p): i for p, i in zip(pts, todo)}
-    units = [[where[id(p)] for p in unit] for unit in colocated_units(pts, list(colocate))]
-    if affinity:
-        units = affine_units(units, points, list(colocate), list(affinity), n_workers)
-    return deque(units)
+    units = affine_units(colocated_units(pts, list(colocate)), list(colocate), list(affinity), n_workers)
+    return deque([where[id(p)] for p in unit] for unit in units)
 
 
 class RayFeed:
