@@ -20,18 +20,15 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DIR = ROOT / ".gxnet-cache" / "mlflow-schema"
+from pipelines.cache_dirs import cache_dir
+
 ENV = "GX_MLFLOW_SCHEMA_CACHE"
-OFF = ("", "off", "none", "false", "0")
 
 
 def template_path(mlflow_version: str) -> Path | None:
     """The template of this MLflow version (None: templates are off)."""
-    where = os.environ.get(ENV)
-    if where is not None and where.strip().lower() in OFF:
-        return None
-    return Path(where or DEFAULT_DIR) / f"mlflow-{mlflow_version}.db"
+    folder = cache_dir(ENV, "mlflow-schema")
+    return None if folder is None else folder / f"mlflow-{mlflow_version}.db"
 
 
 def is_new_store(db: Path) -> bool:

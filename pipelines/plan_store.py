@@ -23,10 +23,10 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from pipelines.cache_dirs import cache_dir
+
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DIR = ROOT / ".gxnet-cache" / "plans"
 ENV = "GX_PLAN_STORE"
-OFF = ("", "off", "none", "false", "0")
 
 
 @lru_cache(maxsize=1)  # explicit keyed cache of one value: the source does not change in a process
@@ -86,10 +86,8 @@ class PlanStore:
 
 
 def default_plan_store() -> PlanStore | None:
-    where = os.environ.get(ENV)
-    if where is not None and where.strip().lower() in OFF:
-        return None
-    return PlanStore(where or DEFAULT_DIR)
+    folder = cache_dir(ENV, "plans")
+    return None if folder is None else PlanStore(folder)
 
 
 def attach_default_plan_store() -> PlanStore | None:
