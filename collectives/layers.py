@@ -28,6 +28,24 @@ MAX_TILINGS = 256
 
 _TILINGS: dict[tuple, tuple[Tiling, ...]] = register_cache({})
 _BEST: dict[tuple, Tiling] = register_cache({})
+# Volumes depend on the ordered radices alone (few distinct tuples; the OCS planner prices
+# thousands of sub-topologies with them): (function name, radices, kind) -> Fraction / int.
+_BY_RADICES: dict[tuple, object] = register_cache({})
+
+
+def _by_radices(fn):
+    """``fn(order_radices, *args)`` kept per (radices, args): its values are immutable."""
+    name = fn.__name__
+
+    def cached(order_radices, *args):
+        key = (name, tuple(order_radices), *args)
+        hit = _BY_RADICES.get(key)
+        if hit is None:
+            hit = _BY_RADICES[key] = fn(order_radices, *args)
+        return hit
+
+    cached.__name__, cached.__doc__, cached.__wrapped__ = name, fn.__doc__, fn
+    return cached
 
 
 def _reduce(v: int, basis: list[int]) -> int:
@@ -215,6 +233,7 @@ def radices(tiling: Tiling) -> tuple[int, ...]:
     return tuple(len(s) + 1 for s in tiling)
 
 
+@_by_radices
 def rs_volume(order_radices) -> Fraction:
     """Reduce-scatter over layers in this order: sum_j prod_{k<=j} 1/r_k (half of Eq. 4)."""
     total, prod = Fraction(0), 1
@@ -235,6 +254,7 @@ def rotated_max_volume(order_radices, per_phase) -> Fraction:
     return total
 
 
+@_by_radices
 def parallel_pieces(order_radices, kind: str) -> int:
     """How many rotated pieces the parallel RS+AG / coset all-gather use: l (one per layer), or 1
     when rotation would not pay. On uniform folds rotation divides the volume by l (Eq. 4 / l);
@@ -249,6 +269,7 @@ def parallel_pieces(order_radices, kind: str) -> int:
     return len(r) if rotated <= plain else 1
 
 
+@_by_radices
 def parallel_volume(order_radices, kind: str) -> Fraction:
     """Volume of the parallel variant (RS half for kind='rs', in sigma; blocks for kind='ag')."""
     r = tuple(order_radices)
@@ -323,6 +344,7 @@ def _ag_piece(prefix_radices) -> Fraction:
     return Fraction(p)
 
 
+@_by_radices
 def ag_volume_blocks(order_radices) -> Fraction:
     """Coset-layer all-gather: sum_j prod_{k<j} r_k blocks of sigma/N each."""
     total, prod = Fraction(0), 1

@@ -13,6 +13,8 @@ from __future__ import annotations
 from fractions import Fraction
 from itertools import product
 
+import numpy as np
+
 from collectives.schedule import Phase, Schedule, Transfer
 from collectives.topology import invariants, register_cache, topology_key
 from collectives.trees import balanced_tree
@@ -168,15 +170,12 @@ def _hamiltonian_cycle(topo) -> tuple[int, ...] | None:
     from collectives.layers import basis_tiling
 
     basis = [layer[0] for layer in basis_tiling(topo)]
-    cycle = []
-    for i in range(topo.n_ranks):
-        g = i ^ (i >> 1)
-        label = 0
-        for j, b in enumerate(basis):
-            if g >> j & 1:
-                label ^= b
-        cycle.append(label)
-    return tuple(cycle)
+    gray = np.arange(topo.n_ranks, dtype=np.int64)
+    gray ^= gray >> 1
+    labels = np.zeros(topo.n_ranks, dtype=np.int64)
+    for j, b in enumerate(basis):  # label = XOR of the basis vectors on the Gray code's set bits
+        labels ^= ((gray >> j) & 1) * b
+    return tuple(labels.tolist())
 
 
 def ag_ring(topo, cycle, chunk_fraction: Fraction) -> Phases:

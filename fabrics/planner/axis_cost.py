@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from collectives.caches import register_cache
 from collectives.cost import Cost
 from collectives.errors import SpecError
 from collectives.schedules import SCHEDULES, schedules_for
@@ -177,38 +178,42 @@ def _name(topo) -> str:
     return base + "".join("+" + format(g, f"0{topo.n_bits}b") for g in folds)
 
 
+_BLOCKS: dict[tuple, tuple[int, ...] | None] = register_cache({})
+
+
 def complete_blocks(n_bits: int, generators) -> tuple[int, ...] | None:
-    """Sub-block sizes if the generators are exactly complete layers on disjoint bit blocks."""
-    gens = set(generators)
-    # union-find bits that appear together in a generator
-    parent = list(range(n_bits))
+    """Sub-block sizes if the generators are exactly complete layers on disjoint bit blocks
+    (kept per generator set: the planner asks again for every request on the same hosts)."""
+    gens = frozenset(generators)
+    key = (n_bits, gens)
+    if key not in _BLOCKS:
+        _BLOCKS[key] = _complete_blocks(n_bits, gens)
+    return _BLOCKS[key]
 
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
 
+def _complete_blocks(n_bits: int, gens: frozenset) -> tuple[int, ...] | None:
+    # the blocks: unions of the generators' bit masks that share a bit
+    full = (1 << n_bits) - 1
+    blocks: list[int] = []
     for g in gens:
-        bits = [b for b in range(n_bits) if g >> b & 1]
-        for b in bits[1:]:
-            parent[find(b)] = find(bits[0])
-    blocks: dict[int, int] = {}
-    for b in range(n_bits):
-        blocks[find(b)] = blocks.get(find(b), 0) | (1 << b)
-    total = 0
-    sizes = []
-    for mask in blocks.values():
-        k = bin(mask).count("1")
-        sizes.append(k)
-        total += (1 << k) - 1
-        # every non-zero submask of the block must be present
-        sub = mask
-        while sub:
-            if sub not in gens:
-                return None
-            sub = (sub - 1) & mask
-    return tuple(sizes) if total == len(gens) else None
+        if g <= 0 or g & ~full:
+            return None
+        merged = g
+        rest = []
+        for b in blocks:
+            if b & merged:
+                merged |= b
+            else:
+                rest.append(b)
+        rest.append(merged)
+        blocks = rest
+    if sum(blocks) != full:  # a bit no generator touches
+        return None
+    # every generator is a non-zero submask of its block, so they are all of them exactly when
+    # the counts agree
+    blocks.sort(key=lambda m: m & -m)
+    sizes = tuple(m.bit_count() for m in blocks)
+    return sizes if sum((1 << k) - 1 for k in sizes) == len(gens) else None
 
 
 def compress(mask: int, bits: tuple[int, ...]) -> int:

@@ -38,6 +38,40 @@ def test_masks_compress_and_expand():
     assert complete_blocks(4, [1, 2, 4, 8, 15]) is None
 
 
+def _blocks_by_definition(n_bits: int, gens: set) -> tuple[int, ...] | None:
+    """Sizes of the bit blocks (lowest bit first) whose non-zero submasks are exactly ``gens``."""
+    for blocks in _bit_partitions(list(range(n_bits))):
+        masks = [sum(1 << b for b in block) for block in blocks]
+        if {s for m in masks for s in range(1, m + 1) if s & m == s} == gens:
+            return tuple(len(block) for block in sorted(blocks, key=min))
+    return None
+
+
+def _bit_partitions(bits):
+    if not bits:
+        yield []
+        return
+    first, rest = bits[0], bits[1:]
+    for part in _bit_partitions(rest):
+        yield [[first], *part]
+        for i in range(len(part)):
+            yield [*part[:i], [first, *part[i]], *part[i + 1:]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(n_bits=st.integers(0, 5), data=st.data())
+def test_complete_blocks_agrees_with_its_definition(n_bits, data):
+    if data.draw(st.booleans()) and n_bits:  # a block fold, perhaps with one mask dropped or added
+        blocks = data.draw(st.sampled_from(list(_bit_partitions(list(range(n_bits))))))
+        masks = [sum(1 << b for b in block) for block in blocks]
+        gens = {s for m in masks for s in range(1, m + 1) if s & m == s}
+        if data.draw(st.booleans()):
+            gens ^= {data.draw(st.integers(0, (2 << n_bits) - 1))}
+    else:
+        gens = set(data.draw(st.lists(st.integers(0, (2 << n_bits) - 1), max_size=12)))
+    assert complete_blocks(n_bits, gens) == _blocks_by_definition(n_bits, gens)
+
+
 def test_request_hash_is_stable_and_sensitive():
     a = req([{"shape": [8, 8], "payloads": [4096, 4096]}])
     b = req([{"shape": [8, 8], "payloads": [4096, 4096]}])
