@@ -17,6 +17,7 @@ its volume objective. Results are cached per topology.
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import wraps
 from itertools import product
 
 from collectives.caches import register_cache, topology_key
@@ -37,14 +38,15 @@ def _by_radices(fn):
     """``fn(order_radices, *args)`` kept per (radices, args): its values are immutable."""
     name = fn.__name__
 
+    @wraps(fn)
     def cached(order_radices, *args):
-        key = (name, tuple(order_radices), *args)
+        r = tuple(order_radices)
+        key = (name, r, *args)
         hit = _BY_RADICES.get(key)
         if hit is None:
-            hit = _BY_RADICES[key] = fn(order_radices, *args)
+            hit = _BY_RADICES[key] = fn(r, *args)
         return hit
 
-    cached.__name__, cached.__doc__, cached.__wrapped__ = name, fn.__doc__, fn
     return cached
 
 
