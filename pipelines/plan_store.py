@@ -71,8 +71,8 @@ class PlanStore:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:8]}.", suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                json.dump(plan_record(plan), f, separators=(",", ":"))
+            with os.fdopen(fd, "w") as f:  # dumps, not dump: one C-encoded string, not chunks from the Python encoder
+                f.write(json.dumps(plan_record(plan), separators=(",", ":")))
             os.replace(tmp, path)
             self.writes += 1
         except OSError:  # a read-only or full disk: the plan is still used, just not kept
