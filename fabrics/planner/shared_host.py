@@ -183,8 +183,8 @@ def _local_options(a: int, ports: int) -> list[frozenset[int]]:
 # compute each once. Explicit and keyed (DESIGN.md); ``clear_search_tables`` (called by
 # ``fabrics.planner.clear_plan_cache``) is always safe; a table past ``_TABLE_KEEP`` entries is
 # emptied and refilled (results never depend on what a table holds).
-_STRUCTURE: dict[str, dict] = {name: {} for name in ("local_masks", "full_masks", "subgroups", "compress", "block_fold",
-                                                    "candidates", "hosted")}
+_STRUCTURE: dict[str, dict] = {name: {} for name in ("local_masks", "full_masks", "subgroups", "compress", "candidates",
+                                                    "hosted")}
 _STRUCTURE["kernel"] = KernelTables()  # the compiled descent's (``fabrics.planner.descent``)
 _PRICED: dict[tuple[float, float], dict[str, dict]] = {}
 _ROW_COUNTER = count()  # ids of greedy rows (``_LeafSearch.row_id``): never reused
@@ -226,7 +226,6 @@ class _Pricer:
         self.full_masks: dict[tuple, tuple[int, ...] | None] = _STRUCTURE["full_masks"]
         self._subgroups: dict[tuple[int, ...], int] = _STRUCTURE["subgroups"]
         self._compress: dict[tuple[int, ...], dict[int, int]] = _STRUCTURE["compress"]
-        self._block_fold: dict[tuple, bool] = _STRUCTURE["block_fold"]
         self._candidates: dict[tuple, tuple] = _STRUCTURE["candidates"]
         self._hosted: dict[tuple, tuple[frozenset[int], int]] = _STRUCTURE["hosted"]
         self.rows: dict[tuple, dict] = {}  # ``_LeafSearch``'s rows, per (axis, bits): this request's
@@ -241,11 +240,7 @@ class _Pricer:
         return hit
 
     def is_block_fold(self, a: int, local: tuple[int, ...]) -> bool:
-        key = (a, local)
-        hit = self._block_fold.get(key)
-        if hit is None:
-            hit = self._block_fold[key] = complete_blocks(a, local) is not None
-        return hit
+        return complete_blocks(a, local) is not None  # kept per generator set there
 
     def subgroup(self, bits: tuple[int, ...]) -> int:
         """Bitset of every mask inside the block ``bits`` (the support rule's test, A.1)."""

@@ -38,11 +38,16 @@ def test_masks_compress_and_expand():
     assert complete_blocks(4, [1, 2, 4, 8, 15]) is None
 
 
+def _submasks(blocks) -> set:
+    """The non-zero submasks of the blocks' bit masks."""
+    masks = [sum(1 << b for b in block) for block in blocks]
+    return {s for m in masks for s in range(1, m + 1) if s & m == s}
+
+
 def _blocks_by_definition(n_bits: int, gens: set) -> tuple[int, ...] | None:
     """Sizes of the bit blocks (lowest bit first) whose non-zero submasks are exactly ``gens``."""
     for blocks in _bit_partitions(list(range(n_bits))):
-        masks = [sum(1 << b for b in block) for block in blocks]
-        if {s for m in masks for s in range(1, m + 1) if s & m == s} == gens:
+        if _submasks(blocks) == gens:
             return tuple(len(block) for block in sorted(blocks, key=min))
     return None
 
@@ -62,9 +67,7 @@ def _bit_partitions(bits):
 @given(n_bits=st.integers(0, 5), data=st.data())
 def test_complete_blocks_agrees_with_its_definition(n_bits, data):
     if data.draw(st.booleans()) and n_bits:  # a block fold, perhaps with one mask dropped or added
-        blocks = data.draw(st.sampled_from(list(_bit_partitions(list(range(n_bits))))))
-        masks = [sum(1 << b for b in block) for block in blocks]
-        gens = {s for m in masks for s in range(1, m + 1) if s & m == s}
+        gens = _submasks(data.draw(st.sampled_from(list(_bit_partitions(list(range(n_bits)))))))
         if data.draw(st.booleans()):
             gens ^= {data.draw(st.integers(0, (2 << n_bits) - 1))}
     else:
