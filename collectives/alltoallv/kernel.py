@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 MODULE = "collectives.alltoallv._variopath_kernel"
-ABI = 6  # VP_ABI of variopath_kernel.c: the argument list below
+ABI = 7  # VP_ABI of variopath_kernel.c: the argument list below
 I64, F64, F32 = np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.float32)
 _LOADED: dict[str, object] = {}  # explicit keyed cache: module name -> Kernel (or None: not built)
 
@@ -39,7 +39,7 @@ FLOAT_PARAMS = ("tau0", "coarse", "max_rate", "rank_pressure", "pair_pressure", 
                 "k_rounds")  # tau0 <= 0: the loop computes τ (variopath.quantum_s) and writes it back
 # The read-only catalog arrays of vp_plan, in its argument order (after ip and dp).
 CATALOG_ARRAYS = ("groups", "gof", "col_ptr", "col_shape", "col_val", "col_rate", "dense_val", "dense_rate",
-                  "fam_off", "fam_rid", "rates_u", "fam_rate", "fam_in", "start_src", "start_dst", "perms",
+                  "fam_off", "fam_rid", "rates_u", "fam_rate", "fam_in", "start_dst", "perms",
                   "cap_out", "cap_in", "pi_ptr", "pi", "ir_ptr", "ir", "intra_rep", "inst_rate", "inst_rid",
                   "node_of", "node_cap_out", "node_cap_in")
 # Catalog rows the loop writes its online-synthesized family into (row F): passed a second time.
@@ -95,8 +95,7 @@ def catalog_sizes(ip: dict[str, int], arrays: dict[str, np.ndarray]) -> dict[str
             "col_shape": (I64, nnz, True), "col_val": (F64, nnz, True), "col_rate": (F64, nnz, True),
             "dense_val": (F32, dense, True), "dense_rate": (F64, dense, True), "fam_off": (I64, J + 1, True),
             "fam_rid": (I64, rows, True), "rates_u": (F64, ip["R"], True), "fam_rate": (F64, rows, True),
-            "fam_in": (I64, rows, True), "start_src": (I64, F * ip["S"] * N, True),
-            "start_dst": (I64, F * ip["S"] * N, True), "perms": (I64, ip["P"] * g, True),
+            "fam_in": (I64, rows, True), "start_dst": (I64, F * ip["S"] * N, True), "perms": (I64, ip["P"] * g, True),
             "cap_out": (F64, G, True), "cap_in": (F64, G, True), "pi_ptr": (I64, GG + 1, True),
             "pi": (I64, n_pi, False), "ir_ptr": (I64, n_inst + 1, True), "ir": (I64, n_ir, False),
             "intra_rep": (I64, G, True), "inst_rate": (F64, n_inst, True), "inst_rid": (I64, n_inst, True),

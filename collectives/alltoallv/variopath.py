@@ -625,7 +625,6 @@ class VarioPathPlanner:
             "fam_in": np.concatenate([np.repeat(np.stack([b["in_lanes"].ravel() for b in self.bucket_arrays]),
                                                 [b["H"] for b in self.bucket_arrays], axis=0),
                                       np.zeros((1, self.N), dtype=np.int64)]),
-            "start_src": np.concatenate([b["src0"] for b in self.bucket_arrays]),
             "start_dst": np.concatenate([b["dst0"] for b in self.bucket_arrays]),
             "perms": np.ascontiguousarray(perms, dtype=np.int64),
             "cap_out": np.where(np.isfinite(cap_out), cap_out, 0.0), "cap_in": np.where(np.isfinite(cap_in), cap_in, 0.0),

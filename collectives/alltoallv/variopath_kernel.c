@@ -92,18 +92,27 @@ static i64 best_perm4(const double *r0, const double *r1, const double *r2, cons
 #endif
 
 #if defined(__GNUC__) && defined(__x86_64__) && defined(__SSE2__)
-#define VP_HAVE_AVX512 1
+#define VP_X86_SIMD 1
 #include <immintrin.h>
 /* -DVP_NO_AVX512 / -DVP_NO_AVX2 keep a build on the narrower paths (to check that they plan the same) */
-static int cpu_has_avx512(void) {
+/* cpu_has_FEATURE(): once per process, the CPU's answer (0 where the build turned the path off) */
+#define VP_CPU_HAS(feature, off) \
+    static int cpu_has_##feature(void) { \
+        static int has = -1; \
+        if (has < 0) has = !(off) && __builtin_cpu_supports(#feature) ? 1 : 0; \
+        return has; \
+    }
 #if defined(VP_NO_AVX512)
-    return 0;
+VP_CPU_HAS(avx512f, 1)
 #else
-    static int has = -1;
-    if (has < 0) has = __builtin_cpu_supports("avx512f") ? 1 : 0;
-    return has;
+VP_CPU_HAS(avx512f, 0)
 #endif
-}
+#if defined(VP_NO_AVX2)
+VP_CPU_HAS(avx2, 1)
+#else
+VP_CPU_HAS(avx2, 0)
+#endif
+#undef VP_CPU_HAS
 
 /* best_perm4 with the 24 sums in three 8-lane vectors: lane u of vector q is permutation 8q + u
  * (itertools order), its terms picked from the rows by permutes, summed ((a + b) + c) + d as the
@@ -133,6 +142,32 @@ __attribute__((target("avx512f"))) static inline i64 best_perm4_avx512(const dou
     if (mask) return __builtin_ctz(mask);
     return best_perm4(r0, r1, r2, r3);  /* unreachable without NaN: the SSE2 answer */
 }
+
+/* best_perm4 with the 24 sums in six 4-lane vectors (AVX2, for CPUs without AVX-512): lane u of
+ * vector q is permutation 4q + u (itertools order); each term is one row permuted by a constant
+ * (vpermpd: the immediate's 2-bit fields name the row entry of lanes 0..3), summed
+ * ((a + b) + c) + d; the first maximum as the SSE2 version. */
+#define VP_P4(x, imm) _mm256_permute4x64_pd(x, imm)
+#define VP_Q4(ia, ib, ic, id) \
+    _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(VP_P4(R0, ia), VP_P4(R1, ib)), VP_P4(R2, ic)), VP_P4(R3, id))
+#define VP_EQ4(x, q) ((unsigned)_mm256_movemask_pd(_mm256_cmp_pd(x, m, _CMP_EQ_OQ)) << (4 * (q)))
+__attribute__((target("avx2"))) static inline i64 best_perm4_avx2(const double *r0, const double *r1,
+                                                                   const double *r2, const double *r3) {
+    const __m256d R0 = _mm256_loadu_pd(r0), R1 = _mm256_loadu_pd(r1), R2 = _mm256_loadu_pd(r2), R3 = _mm256_loadu_pd(r3);
+    /* a, b, c, d of permutations 4q ... 4q + 3, one immediate per row and vector */
+    const __m256d s0 = VP_Q4(0x00, 0xA5, 0xDE, 0x7B), s1 = VP_Q4(0x50, 0x0F, 0xE9, 0xB6);
+    const __m256d s2 = VP_Q4(0x55, 0xFA, 0x8C, 0x23), s3 = VP_Q4(0xAA, 0x50, 0xCD, 0x37);
+    const __m256d s4 = VP_Q4(0xFA, 0x0F, 0x94, 0x61), s5 = VP_Q4(0xFF, 0xA5, 0x48, 0x12);
+    __m256d m = _mm256_max_pd(_mm256_max_pd(_mm256_max_pd(s0, s1), _mm256_max_pd(s2, s3)), _mm256_max_pd(s4, s5));
+    m = _mm256_max_pd(m, _mm256_permute2f128_pd(m, m, 1));
+    m = _mm256_max_pd(m, _mm256_permute_pd(m, 5));
+    const unsigned mask = VP_EQ4(s0, 0) | VP_EQ4(s1, 1) | VP_EQ4(s2, 2) | VP_EQ4(s3, 3) | VP_EQ4(s4, 4) | VP_EQ4(s5, 5);
+    if (mask) return __builtin_ctz(mask);
+    return best_perm4(r0, r1, r2, r3);  /* unreachable without NaN: the SSE2 answer */
+}
+#undef VP_P4
+#undef VP_Q4
+#undef VP_EQ4
 #endif
 
 static i64 best_perm(const double *v, const i64 *perms, i64 P, i64 g) {
@@ -151,8 +186,9 @@ static i64 best_perm(const double *v, const i64 *perms, i64 P, i64 g) {
 
 /* One sweep of the Alternating Algorithm over the B rows (family rfam[b], binding rsrc / rdst):
  * fix the destinations and assign the sources of every group (one g x g assignment each), then
- * fix the sources and assign the destinations. The body is compiled twice, with the SSE2 and
- * the AVX-512 4 x 4 solver (same sums, same first maximum), and the CPU picks one at run time. */
+ * fix the sources and assign the destinations. The body is compiled with the SSE2 and the
+ * AVX-512 4 x 4 solver (same sums, same first maximum), groups of 4 consecutive ranks also with
+ * the AVX2 one, and the CPU picks one at run time. */
 #define VP_AA_SWEEP(BP4) \
 for (i64 b = 0; b < B; b++) { \
     const i64 *rid = fam_rid + rfam[b] * N; \
@@ -209,52 +245,50 @@ static void aa_sweep_base(i64 B, i64 N, i64 G, i64 g, i64 P, int g4c, const i64 
     VP_AA_SWEEP(best_perm4)
 }
 
-#if defined(VP_HAVE_AVX512)
-/* groups of 4 consecutive ranks (g4c), AVX-512: two rows at a time, their assignments
+#if defined(VP_X86_SIMD)
+/* groups of 4 consecutive ranks (g4c), AVX-512 or AVX2: two rows at a time, their assignments
  * interleaved group by group -- the rows are independent, so each gets the values it would get
  * alone, and one row's solver latency overlaps the other's */
-#define VP_SRC4(sb, db, rid, a) do { \
+#define VP_SRC4(BP4, sb, db, rid, a) do { \
     const double *ct = credt + groups[(a) * 4]; \
     const i64 k = (a) * 4; \
-    const i64 *pm = perms + 4 * best_perm4_avx512(ct + rid[k] * NN + db[k] * N, ct + rid[k + 1] * NN + db[k + 1] * N, \
-                                                  ct + rid[k + 2] * NN + db[k + 2] * N, ct + rid[k + 3] * NN + db[k + 3] * N); \
+    const i64 *pm = perms + 4 * BP4(ct + rid[k] * NN + db[k] * N, ct + rid[k + 1] * NN + db[k + 1] * N, \
+                                    ct + rid[k + 2] * NN + db[k + 2] * N, ct + rid[k + 3] * NN + db[k + 3] * N); \
     const i64 base = groups[k]; \
     sb[k] = base + pm[0]; sb[k + 1] = base + pm[1]; sb[k + 2] = base + pm[2]; sb[k + 3] = base + pm[3]; \
 } while (0)
-#define VP_DST4(sb, db, rid, in, d) do { \
+#define VP_DST4(BP4, sb, db, rid, in, d) do { \
     const i64 *ind = (in) + (d) * 4; \
     const double *cg = cred + groups[(d) * 4]; \
-    const i64 *pm = perms + 4 * best_perm4_avx512(cg + rid[ind[0]] * NN + sb[ind[0]] * N, \
-                                                  cg + rid[ind[1]] * NN + sb[ind[1]] * N, \
-                                                  cg + rid[ind[2]] * NN + sb[ind[2]] * N, \
-                                                  cg + rid[ind[3]] * NN + sb[ind[3]] * N); \
+    const i64 *pm = perms + 4 * BP4(cg + rid[ind[0]] * NN + sb[ind[0]] * N, cg + rid[ind[1]] * NN + sb[ind[1]] * N, \
+                                    cg + rid[ind[2]] * NN + sb[ind[2]] * N, cg + rid[ind[3]] * NN + sb[ind[3]] * N); \
     const i64 base = groups[(d) * 4]; \
     db[ind[0]] = base + pm[0]; db[ind[1]] = base + pm[1]; db[ind[2]] = base + pm[2]; db[ind[3]] = base + pm[3]; \
 } while (0)
+#define VP_AA_SWEEP_G4(BP4) \
+    const i64 NN = N * N; \
+    i64 b = 0; \
+    for (; b + 2 <= B; b += 2) { \
+        const i64 *rid0 = fam_rid + rfam[b] * N, *in0 = fam_in + rfam[b] * N; \
+        const i64 *rid1 = fam_rid + rfam[b + 1] * N, *in1 = fam_in + rfam[b + 1] * N; \
+        i64 *sb0 = rsrc + b * N, *db0 = rdst + b * N, *sb1 = rsrc + (b + 1) * N, *db1 = rdst + (b + 1) * N; \
+        for (i64 a = 0; a < G; a++) { VP_SRC4(BP4, sb0, db0, rid0, a); VP_SRC4(BP4, sb1, db1, rid1, a); } \
+        for (i64 d = 0; d < G; d++) { VP_DST4(BP4, sb0, db0, rid0, in0, d); VP_DST4(BP4, sb1, db1, rid1, in1, d); } \
+    } \
+    for (; b < B; b++) { \
+        const i64 *rid = fam_rid + rfam[b] * N, *in = fam_in + rfam[b] * N; \
+        i64 *sb = rsrc + b * N, *db = rdst + b * N; \
+        for (i64 a = 0; a < G; a++) VP_SRC4(BP4, sb, db, rid, a); \
+        for (i64 d = 0; d < G; d++) VP_DST4(BP4, sb, db, rid, in, d); \
+    }
+#define VP_AA_SWEEP_G4_ARGS i64 B, i64 N, i64 G, const i64 *rfam, const i64 *fam_rid, const i64 *fam_in, \
+    const i64 *groups, const double *cred, const double *credt, const i64 *perms, i64 *rsrc, i64 *rdst
 
-__attribute__((target("avx512f"))) static void aa_sweep_g4_avx512(i64 B, i64 N, i64 G, const i64 *rfam,
-                                                                  const i64 *fam_rid, const i64 *fam_in,
-                                                                  const i64 *groups, const double *cred,
-                                                                  const double *credt, const i64 *perms, i64 *rsrc,
-                                                                  i64 *rdst) {
-    const i64 NN = N * N;
-    i64 b = 0;
-    for (; b + 2 <= B; b += 2) {
-        const i64 *rid0 = fam_rid + rfam[b] * N, *in0 = fam_in + rfam[b] * N;
-        const i64 *rid1 = fam_rid + rfam[b + 1] * N, *in1 = fam_in + rfam[b + 1] * N;
-        i64 *sb0 = rsrc + b * N, *db0 = rdst + b * N, *sb1 = rsrc + (b + 1) * N, *db1 = rdst + (b + 1) * N;
-        for (i64 a = 0; a < G; a++) { VP_SRC4(sb0, db0, rid0, a); VP_SRC4(sb1, db1, rid1, a); }
-        for (i64 d = 0; d < G; d++) { VP_DST4(sb0, db0, rid0, in0, d); VP_DST4(sb1, db1, rid1, in1, d); }
-    }
-    for (; b < B; b++) {
-        const i64 *rid = fam_rid + rfam[b] * N, *in = fam_in + rfam[b] * N;
-        i64 *sb = rsrc + b * N, *db = rdst + b * N;
-        for (i64 a = 0; a < G; a++) VP_SRC4(sb, db, rid, a);
-        for (i64 d = 0; d < G; d++) VP_DST4(sb, db, rid, in, d);
-    }
-}
+__attribute__((target("avx512f"))) static void aa_sweep_g4_avx512(VP_AA_SWEEP_G4_ARGS) { VP_AA_SWEEP_G4(best_perm4_avx512) }
+__attribute__((target("avx2"))) static void aa_sweep_g4_avx2(VP_AA_SWEEP_G4_ARGS) { VP_AA_SWEEP_G4(best_perm4_avx2) }
 #undef VP_SRC4
 #undef VP_DST4
+#undef VP_AA_SWEEP_G4
 
 __attribute__((target("avx512f"))) static void aa_sweep_avx512(i64 B, i64 N, i64 G, i64 g, i64 P, int g4c,
                                                                const i64 *rfam, const i64 *fam_rid, const i64 *fam_in,
@@ -269,12 +303,16 @@ __attribute__((target("avx512f"))) static void aa_sweep_avx512(i64 B, i64 N, i64
 static void aa_sweep(i64 B, i64 N, i64 G, i64 g, i64 P, int g4c, const i64 *rfam, const i64 *fam_rid,
                      const i64 *fam_in, const i64 *groups, const double *cred, const double *credt, const i64 *perms,
                      double *v, i64 *rsrc, i64 *rdst) {
-#if defined(VP_HAVE_AVX512)
-    if (cpu_has_avx512()) {
+#if defined(VP_X86_SIMD)
+    if (cpu_has_avx512f()) {
         if (g4c)
             aa_sweep_g4_avx512(B, N, G, rfam, fam_rid, fam_in, groups, cred, credt, perms, rsrc, rdst);
         else
             aa_sweep_avx512(B, N, G, g, P, g4c, rfam, fam_rid, fam_in, groups, cred, credt, perms, v, rsrc, rdst);
+        return;
+    }
+    if (g4c && cpu_has_avx2()) {
+        aa_sweep_g4_avx2(B, N, G, rfam, fam_rid, fam_in, groups, cred, credt, perms, rsrc, rdst);
         return;
     }
 #endif
@@ -284,7 +322,7 @@ static void aa_sweep(i64 B, i64 N, i64 G, i64 g, i64 P, int g4c, const i64 *rfam
 /* The weights w, the credits h = min(q, bw) (x w) per distinct lane rate -- also transposed, so
  * the AA's source side reads contiguous candidates -- and the weighted D̂ (fractional: summed in
  * rank order, as the numpy path's np.add.at), row by row, each term a plain loop over j. Compiled
- * twice (SSE2 and AVX-512 vectors: elementwise, so the same values) and chosen at run time. */
+ * for SSE2, AVX2 and AVX-512 vectors (elementwise, so the same values) and chosen at run time. */
 #define VP_CREDIT_ROWS \
 for (i64 i = 0; i < N; i++) {  /* row by row, each term a plain loop over j (vectorizes) */ \
     const double *ri = rem + i * N; \
@@ -338,18 +376,28 @@ static void credit_rows_base(VP_CREDIT_ARGS) {
     VP_CREDIT_ROWS
 }
 
-#if defined(VP_HAVE_AVX512)
+#if defined(VP_X86_SIMD)
 __attribute__((target("avx512f"))) static void credit_rows_avx512(VP_CREDIT_ARGS) {
+    const i64 NN = N * N;
+    VP_CREDIT_ROWS
+}
+
+__attribute__((target("avx2"))) static void credit_rows_avx2(VP_CREDIT_ARGS) {
     const i64 NN = N * N;
     VP_CREDIT_ROWS
 }
 #endif
 
 static void credit_rows(VP_CREDIT_ARGS) {
-#if defined(VP_HAVE_AVX512)
-    if (cpu_has_avx512()) {
+#if defined(VP_X86_SIMD)
+    if (cpu_has_avx512f()) {
         credit_rows_avx512(N, G, g, R, use_w, wsc, nodes_on, gcons, power, rp, pp, mx, remmax, inv_tau, rem, pu, pv, nrow,
                            node_of, gof, rates_u, w, dgw, cred, credt);
+        return;
+    }
+    if (cpu_has_avx2()) {
+        credit_rows_avx2(N, G, g, R, use_w, wsc, nodes_on, gcons, power, rp, pp, mx, remmax, inv_tau, rem, pu, pv, nrow,
+                         node_of, gof, rates_u, w, dgw, cred, credt);
         return;
     }
 #endif
@@ -529,7 +577,7 @@ __attribute__((target("avx2"))) static void dense_scores_avx2(double *restrict s
 }
 #endif
 
-#if defined(VP_HAVE_AVX512)
+#if defined(VP_X86_SIMD)
 __attribute__((target("avx512f"))) static inline __m512d vp_load8f(const float *p) { return _mm512_cvtps_pd(_mm256_loadu_ps(p)); }
 __attribute__((target("avx512f"))) static void dense_scores_avx512(double *restrict scores,
                                                                    const float *restrict dense_val,
@@ -542,13 +590,9 @@ __attribute__((target("avx512f"))) static void dense_scores_avx512(double *restr
 
 static void dense_scores(double *restrict scores, const float *restrict dense_val, const double *restrict dsc,
                          i64 GG, i64 J, i64 *restrict nzk) {
-#if defined(VP_HAVE_AVX512)
-    if (cpu_has_avx512()) { dense_scores_avx512(scores, dense_val, dsc, GG, J, nzk); return; }
-#endif
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(VP_NO_AVX2)
-    static int avx2 = -1;
-    if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-    if (avx2) { dense_scores_avx2(scores, dense_val, dsc, GG, J, nzk); return; }
+#if defined(VP_X86_SIMD)
+    if (cpu_has_avx512f()) { dense_scores_avx512(scores, dense_val, dsc, GG, J, nzk); return; }
+    if (cpu_has_avx2()) { dense_scores_avx2(scores, dense_val, dsc, GG, J, nzk); return; }
 #endif
     dense_scores_base(scores, dense_val, dsc, GG, J, nzk);
 }
@@ -854,7 +898,7 @@ static void aa_starts_until_stall(i64 B, i64 N, i64 G, i64 g, i64 P, int g4c, co
  * had; the synthesized family (index F) changes between runs and remembers nothing. The pool rows
  * of one family are consecutive. */
 static void remember_bindings(i64 npool, const i64 *prow, const double *upool, const i64 *rfam, const i64 *rsrc,
-                              const i64 *rdst, i64 N, i64 W, i64 F, i64 *wsrc, i64 *wdst, i64 *wcnt, i64 *wrank) {
+                              const i64 *rdst, i64 N, i64 W, i64 F, i64 *wdst, i64 *wcnt, i64 *wrank) {
     for (i64 p0 = 0, p1; p0 < npool; p0 = p1) {
         const i64 fi = rfam[prow[p0]];
         for (p1 = p0 + 1; p1 < npool && rfam[prow[p1]] == fi; p1++) {}
@@ -874,10 +918,8 @@ static void remember_bindings(i64 npool, const i64 *prow, const double *upool, c
             wrank[pos] = p;
             if (n < W) n++;
         }
-        for (i64 t = 0; t < n; t++) {
-            memcpy(wsrc + (fi * W + t) * N, rsrc + prow[wrank[t]] * N, sizeof(i64) * N);
+        for (i64 t = 0; t < n; t++)  /* destinations only: they are all a start is read for */
             memcpy(wdst + (fi * W + t) * N, rdst + prow[wrank[t]] * N, sizeof(i64) * N);
-        }
         wcnt[fi] = n;
     }
 }
@@ -892,14 +934,14 @@ static int by_key_desc(const void *x, const void *y) {
 
 /* Interface version of vp_plan (argument list and parameter slots); kernel.py refuses a build
  * whose version differs (a stale build from older sources), so it never calls with the wrong arguments. */
-#define VP_ABI 6
+#define VP_ABI 7
 VP_EXPORT i64 vp_abi(void) { return VP_ABI; }
 
 VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *gof,
             const i64 *restrict col_ptr, const i64 *restrict col_shape, const double *restrict col_val,
             const double *restrict col_rate, const float *restrict dense_val, const double *restrict dense_rate,
             const i64 *fam_off, const i64 *fam_rid, const double *rates_u,
-            const double *fam_rate, const i64 *fam_in, const i64 *start_src, const i64 *start_dst,
+            const double *fam_rate, const i64 *fam_in, const i64 *start_dst,
             const i64 *perms, const double *cap_out, const double *cap_in,
             const i64 *pi_ptr, const i64 *pi, const i64 *ir_ptr, const i64 *ir, const i64 *intra_rep,
             const double *inst_rate, const i64 *inst_rid, const i64 *node_of, const double *node_cap_out,
@@ -941,7 +983,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
     double *capr = malloc(sizeof(double) * R), *invr = malloc(sizeof(double) * R), *flr = malloc(sizeof(double) * R);
     i64 npool = 0, reuse_left = 0;
     /* warm starts (ours): each family's best W bindings of its last AA run in this plan */
-    i64 *wsrc = malloc(sizeof(i64) * (W ? (F + 1) * W * N : 1)), *wdst = malloc(sizeof(i64) * (W ? (F + 1) * W * N : 1));
+    i64 *wdst = malloc(sizeof(i64) * (W ? (F + 1) * W * N : 1));
     i64 *wcnt = calloc(F + 1, sizeof(i64)), *wrank = malloc(sizeof(i64) * (W + 1));
     double *upool = malloc(sizeof(double) * max_rows);
     /* shape candidates (ours): the C best shapes of the last full scoring, ascending index */
@@ -1132,11 +1174,11 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
         for (i64 t = 0; t < ntop; t++)
             for (i64 fi = fam_off[top[t]]; fi < fam_off[top[t] + 1]; fi++)
                 for (i64 s = 0; s < Se; s++) {
-                    /* the family's remembered bindings first (warm starts), then its fixed starts */
+                    /* the family's remembered bindings first (warm starts), then its fixed starts;
+                       destinations only: the AA assigns a row's sources first, from its
+                       destinations, so the sources it starts with are never read */
                     const i64 nw = wcnt[fi] < Se ? wcnt[fi] : Se;
-                    const i64 *ss = s < nw ? wsrc + (fi * W + s) * N : start_src + (fi * S + s - nw) * N;
                     const i64 *sd = s < nw ? wdst + (fi * W + s) * N : start_dst + (fi * S + s - nw) * N;
-                    memcpy(rsrc + B * N, ss, sizeof(i64) * N);
                     memcpy(rdst + B * N, sd, sizeof(i64) * N);
                     rfam[B] = fi;
                     B++;
@@ -1241,7 +1283,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
         const i64 h = best_channel(prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, N, lambda, &hu,
                                    W ? upool : NULL);
         if (h < 0 || !(hu > 0)) { npool = 0; *status = 0; break; }
-        if (W) remember_bindings(npool, prow, upool, rfam, rsrc, rdst, N, W, F, wsrc, wdst, wcnt, wrank);
+        if (W) remember_bindings(npool, prow, upool, rfam, rsrc, rdst, N, W, F, wdst, wcnt, wrank);
         util0 = hu;
         reuse_left = reuse - 1;
         double moved = 0.0;
@@ -1284,25 +1326,23 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
     free(w); free(cred); free(credt); free(nterm); free(nrow); free(rused); free(pused); free(rtouched); free(order);
     free(la); free(ld); free(li); free(srcfree); free(dstfree); free(outc); free(slot_dst); free(ls); free(lr); free(dg); free(scores); free(dgw); free(pu); free(pv); free(t_out); free(t_in); free(tro); free(tri); free(top);
     free(rsrc); free(rdst); free(rfam); free(f); free(fbest); free(v);
-    free(cand); free(cdense); free(cscore); free(cbmax); free(cmark); free(clst); free(wsrc); free(wdst); free(wcnt); free(wrank); free(upool);
+    free(cand); free(cdense); free(cscore); free(cbmax); free(cmark); free(clst); free(wdst); free(wcnt); free(wrank); free(upool);
     free(prow); free(capr); free(invr); free(flr); free(dpair); free(touched); free(touched_k);
     return A;
 }
 
-/* vp_plan with its 41 arguments packed in one array of pointers (kernel.py fills it once per
- * binding and changes only dp and rem between calls): one argument for ctypes to convert instead of 41. */
+/* vp_plan with its 40 arguments packed in one array of pointers (kernel.py fills it once per
+ * binding and changes only dp and rem between calls): one argument for ctypes to convert instead of 40. */
 VP_EXPORT i64 vp_plan_packed(void *const *a) {
-    return vp_plan((const i64 *)a[0], (double *)a[1], (const i64 *)a[2], (const i64 *)a[3],
-                   (const i64 *)a[4], (const i64 *)a[5], (const double *)a[6], (const double *)a[7],
-                   (const float *)a[8], (const double *)a[9], (const i64 *)a[10], (const i64 *)a[11],
-                   (const double *)a[12], (const double *)a[13], (const i64 *)a[14], (const i64 *)a[15],
-                   (const i64 *)a[16], (const i64 *)a[17], (const double *)a[18], (const double *)a[19],
-                   (const i64 *)a[20], (const i64 *)a[21], (const i64 *)a[22], (const i64 *)a[23],
-                   (const i64 *)a[24], (const double *)a[25], (const i64 *)a[26], (const i64 *)a[27],
-                   (const double *)a[28], (const double *)a[29], (double *)a[30], (i64 *)a[31],
-                   (i64 *)a[32], (i64 *)a[33], (i64 *)a[34], (double *)a[35],
-                   (double *)a[36], (i64 *)a[37], (i64 *)a[38], (i64 *)a[39],
-                   (i64 *)a[40]);
+    return vp_plan((const i64 *)a[0], (double *)a[1], (const i64 *)a[2], (const i64 *)a[3], (const i64 *)a[4],
+                   (const i64 *)a[5], (const double *)a[6], (const double *)a[7], (const float *)a[8],
+                   (const double *)a[9], (const i64 *)a[10], (const i64 *)a[11], (const double *)a[12],
+                   (const double *)a[13], (const i64 *)a[14], (const i64 *)a[15], (const i64 *)a[16],
+                   (const double *)a[17], (const double *)a[18], (const i64 *)a[19], (const i64 *)a[20],
+                   (const i64 *)a[21], (const i64 *)a[22], (const i64 *)a[23], (const double *)a[24],
+                   (const i64 *)a[25], (const i64 *)a[26], (const double *)a[27], (const double *)a[28],
+                   (double *)a[29], (i64 *)a[30], (i64 *)a[31], (i64 *)a[32], (i64 *)a[33], (double *)a[34],
+                   (double *)a[35], (i64 *)a[36], (i64 *)a[37], (i64 *)a[38], (i64 *)a[39]);
 }
 
 /* The extension module stub: no Python-level functions. Importing

@@ -144,7 +144,7 @@ def test_the_checked_call_plans_with_well_formed_arrays():
     ("gof", lambda a: a.astype(np.int32), "'gof' has dtype int32; it must be int64"),
     ("cap_out", lambda a: a.astype(np.float32), "'cap_out' has dtype float32"),
     ("fam_rate", lambda a: np.asfortranarray(a), "'fam_rate' .* is not C-contiguous"),
-    ("start_src", lambda a: np.concatenate([a, a])[::2], "'start_src' .* is not C-contiguous"),
+    ("start_dst", lambda a: np.concatenate([a, a])[::2], "'start_dst' .* is not C-contiguous"),
     ("cap_in", lambda a: a[:-1].copy(), "'cap_in' has 1 elements .* the loop reads 2"),
     ("col_shape", lambda a: a[:-1].copy(), "'col_shape' has .* elements"),
     ("pi", lambda a: a[:1].copy(), "'pi' has 1 elements .* at least"),
