@@ -563,7 +563,7 @@ static void dense_scores_base(double *restrict scores, const float *restrict den
 #endif
 }
 
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(VP_X86_SIMD)
 #include <immintrin.h>
 /* The same loop compiled for AVX2 and AVX-512F, chosen at run time where the CPU has them: the
  * build stays runnable on any x86-64 (no -march). Mul and add stay separate instructions (the

@@ -4,22 +4,22 @@ The corpus is a table: cases generated from ``pipelines.schema.FIELD_KINDS`` for
 field in every pipeline's default config (so a new field is covered the day it gets a kind),
 and hand-written cases for keys, options and values that no kind describes.
 
-Harness: this process imports every pipeline once; each case runs in a forked child that
-calls the pipeline's entry point with a patched ``sys.argv`` in an empty working directory,
-stdout/stderr on files, a 20 s alarm; the parent reads the exit status and the child's peak
-RSS from ``os.wait4``. A handful of cases also run end to end as real subprocesses.
+Harness: this process imports every pipeline once; each case runs in a forked child
+(``forked.run_forked``) that calls the pipeline's entry point with a patched ``sys.argv`` in an
+empty working directory, with a 20 s alarm; the parent reads the exit status, stderr and the
+child's peak RSS. A handful of cases also run end to end as real subprocesses.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from forked import run_forked
 
 from pipelines.cli import PIPELINES
 
@@ -273,50 +273,22 @@ NAMED = [
 CASES = _generated() + NAMED
 
 
-def _child(pipeline: str, args: tuple[str, ...], workdir: Path, out: Path, err: Path) -> None:
-    """In the forked child: run the entry point; exit with its status."""
-    code = 1
-    try:
-        os.chdir(workdir)
-        for fd, path in ((1, out), (2, err)):
-            os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
-        sys.stdout = open(1, "w", closefd=False)
-        sys.stderr = open(2, "w", closefd=False)
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
-        signal.alarm(LIMIT_S)
-        os.environ["GX_TRACKING"] = "false"
-        sys.argv = [f"gx {pipeline}", *args]
-        MODULES[pipeline].main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:  # noqa: BLE001 - a traceback is what the test reports
-        import traceback
-
-        traceback.print_exc()
-        code = 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-
-
-def run_case(pipeline: str, args: tuple[str, ...], tmp: Path) -> tuple[int, str, int]:
-    """(exit code or -signal, stderr, peak RSS in bytes) of one case run in a forked child."""
-    workdir, out, err = tmp / "cwd", tmp / "stdout", tmp / "stderr"
+def run_case(pipeline: str, args: tuple[str, ...], tmp: Path) -> tuple[int | None, str, int]:
+    """(exit code, stderr, peak RSS in bytes) of one case run in a forked child; None past LIMIT_S."""
+    workdir = tmp / "cwd"
     workdir.mkdir()
-    pid = os.fork()
-    if pid == 0:
-        _child(pipeline, args, workdir, out, err)
-    _, status, usage = os.wait4(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    return code, err.read_text(), usage.ru_maxrss * 1024
+    try:
+        proc, rss = run_forked(MODULES[pipeline].main, [f"gx {pipeline}", *args], cwd=workdir,
+                               env={"GX_TRACKING": "false"}, timeout_s=LIMIT_S)
+    except subprocess.TimeoutExpired:
+        return None, "", 0
+    return proc.returncode, proc.stderr, rss
 
 
 @pytest.mark.parametrize("pipeline,args,needle", CASES, ids=[f"{c[0]}:{' '.join(c[1])}" for c in CASES])
 def test_bad_config_input_is_one_line_and_exit_2(pipeline, args, needle, tmp_path):
     code, stderr, rss = run_case(pipeline, args, tmp_path)
-    assert code != -signal.SIGALRM, f"over {LIMIT_S} s"
+    assert code is not None, f"over {LIMIT_S} s"
     lines = [ln for ln in stderr.splitlines() if ln.strip()]
     assert code == 2, (code, stderr[-3000:])
     assert "Traceback" not in stderr
