@@ -25,7 +25,8 @@ def run_pipeline(name: str, *overrides: str, out_dir: Path, timeout: float = 300
     env = {"HYDRA_FULL_ERROR": os.environ.get("HYDRA_FULL_ERROR", "0")}
     if name not in FRESH_PROCESS:
         module = importlib.import_module(f"pipelines.{name}")
-        return run_forked(module.main, [f"-m pipelines.{name}", *args], cwd=ROOT, env=env, timeout_s=timeout)[0]
+        argv = [module.__file__, *args]  # argv[0] as ``python -m`` sets it
+        return run_forked(module.main, argv, cwd=ROOT, env=env, timeout_s=timeout)[0]
     cmd = [sys.executable, "-m", f"pipelines.{name}", *args]
     return subprocess.run(cmd, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout)
 
