@@ -839,6 +839,84 @@ static i64 best_channel(const i64 *prow, i64 npool, const i64 *rsrc, const i64 *
     return h;
 }
 
+/* The lane terms of EVALUATE per (rate id, source, destination) for one AA run's channels: the
+ * bytes x = min(cap(rate), rem) (x w when weighted) and the time x / bw, the same products as
+ * channel_utility. Worth building when the pool holds more lanes than the table has entries
+ * (16 GPUs: 2 rates x 256 pairs against ~20 rows x 16 lanes, each evaluated twice with reuse);
+ * lane_terms_at keeps the entries of drained pairs current between reuses. */
+static void lane_terms_at(const i64 *so, const i64 *dso, i64 n, const double *rem, const double *w, int wsel,
+                          const double *capr, const double *invr, i64 N, i64 R, double *xw, double *tt) {
+    const i64 NN = N * N;
+    for (i64 k = 0; k < n; k++) {
+        const i64 o = so[k] * N + dso[k];
+        for (i64 r = 0; r < R; r++) {
+            const double rr = rem[o], cap = capr[r];
+            const double x = cap < rr ? cap : rr;
+            xw[r * NN + o] = wsel ? x * w[o] : x;
+            tt[r * NN + o] = x * invr[r];
+        }
+    }
+}
+
+static void lane_terms(const double *restrict rem, const double *restrict w, int wsel, const double *capr,
+                       const double *invr, i64 N, i64 R, double *restrict xw, double *restrict tt) {
+    const i64 NN = N * N;
+    for (i64 r = 0; r < R; r++) {
+        const double cap = capr[r], inv = invr[r];
+        double *restrict xr = xw + r * NN, *restrict tr = tt + r * NN;
+        for (i64 o = 0; o < NN; o++) {  /* the same operations as lane_terms_at, vectorized */
+            const double rr = rem[o];
+            const double x = cap < rr ? cap : rr;
+            xr[o] = wsel ? x * w[o] : x;
+            tr[o] = x * inv;
+        }
+    }
+}
+
+/* best_channel on the lane terms: per lane two loads instead of the rate lookups and products
+ * (the same sums in the same order, so the same utilities). */
+static i64 best_channel_terms(const i64 *prow, i64 npool, const i64 *rsrc, const i64 *rdst, const i64 *rfam,
+                              const i64 *fam_rid, const double *xw, const double *tt, i64 N, double lambda,
+                              double *best, double *uout) {
+    const i64 NN = N * N;
+    i64 h = -1;
+    double hu = 0.0;
+    i64 b = 0;
+    for (; b + 2 <= npool; b += 2) {
+        const i64 r0 = prow[b], r1 = prow[b + 1];
+        const i64 *s0 = rsrc + r0 * N, *d0 = rdst + r0 * N, *i0 = fam_rid + rfam[r0] * N;
+        const i64 *s1 = rsrc + r1 * N, *d1 = rdst + r1 * N, *i1 = fam_rid + rfam[r1] * N;
+        double use0 = 0.0, use1 = 0.0, dur0 = 0.0, dur1 = 0.0;
+        for (i64 k = 0; k < N; k++) {
+            const i64 o0 = i0[k] * NN + s0[k] * N + d0[k], o1 = i1[k] * NN + s1[k] * N + d1[k];
+            use0 += xw[o0];
+            use1 += xw[o1];
+            const double t0 = tt[o0], t1 = tt[o1];
+            if (t0 > dur0) dur0 = t0;
+            if (t1 > dur1) dur1 = t1;
+        }
+        const double u0 = use0 / (lambda + dur0 + 1e-300), u1 = use1 / (lambda + dur1 + 1e-300);
+        if (uout) { uout[b] = u0; uout[b + 1] = u1; }
+        if (h < 0 || u0 > hu) { hu = u0; h = b; }
+        if (u1 > hu) { hu = u1; h = b + 1; }
+    }
+    for (; b < npool; b++) {
+        const i64 row = prow[b];
+        const i64 *sr = rsrc + row * N, *dr = rdst + row * N, *ir = fam_rid + rfam[row] * N;
+        double use = 0.0, dur = 0.0;
+        for (i64 k = 0; k < N; k++) {
+            const i64 o = ir[k] * NN + sr[k] * N + dr[k];
+            use += xw[o];
+            if (tt[o] > dur) dur = tt[o];
+        }
+        const double u = use / (lambda + dur + 1e-300);
+        if (uout) uout[b] = u;
+        if (h < 0 || u > hu) { hu = u; h = b; }
+    }
+    *best = hu;
+    return h;
+}
+
 /* F_B (Eq. 8) of one binding: its credits summed lane by lane in order; < 0 exactly when it keeps
  * a self-pair (that credit is FORBID, every other one >= 0). */
 static inline double binding_credit(const i64 *sb, const i64 *db, const i64 *rid, const double *cred, i64 N) {
@@ -924,6 +1002,32 @@ static void remember_bindings(i64 npool, const i64 *prow, const double *upool, c
     }
 }
 
+/* f[b] = -1 for the rows whose binding keeps a self-pair (source = destination on a lane), else 0;
+ * a plain loop compiled for SSE2, AVX2 and AVX-512 (integer compares: the same flags). */
+#define VP_SELFPAIR_FLAGS \
+for (i64 b = 0; b < B; b++) { \
+    const i64 *sb = rsrc + b * N, *db = rdst + b * N; \
+    int selfpair = 0; \
+    for (i64 k = 0; k < N; k++) selfpair |= sb[k] == db[k]; \
+    f[b] = selfpair ? -1.0 : 0.0; \
+}
+#define VP_SELFPAIR_ARGS i64 B, i64 N, const i64 *restrict rsrc, const i64 *restrict rdst, double *restrict f
+static void selfpair_flags_base(VP_SELFPAIR_ARGS) { VP_SELFPAIR_FLAGS }
+#if defined(VP_X86_SIMD)
+__attribute__((target("avx512f"))) static void selfpair_flags_avx512(VP_SELFPAIR_ARGS) { VP_SELFPAIR_FLAGS }
+__attribute__((target("avx2"))) static void selfpair_flags_avx2(VP_SELFPAIR_ARGS) { VP_SELFPAIR_FLAGS }
+#endif
+#undef VP_SELFPAIR_FLAGS
+
+static void selfpair_flags(VP_SELFPAIR_ARGS) {
+#if defined(VP_X86_SIMD)
+    if (cpu_has_avx512f()) { selfpair_flags_avx512(B, N, rsrc, rdst, f); return; }
+    if (cpu_has_avx2()) { selfpair_flags_avx2(B, N, rsrc, rdst, f); return; }
+#endif
+    selfpair_flags_base(B, N, rsrc, rdst, f);
+}
+#undef VP_SELFPAIR_ARGS
+
 static const double *sort_key;
 static int by_key_desc(const void *x, const void *y) {
     const i64 a = *(const i64 *)x, b = *(const i64 *)y;
@@ -981,6 +1085,9 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
     /* pool of bound channels for reuse: the ok rows of the last AA run (their rsrc / rdst rows) */
     i64 *prow = malloc(sizeof(i64) * max_rows);
     double *capr = malloc(sizeof(double) * R), *invr = malloc(sizeof(double) * R), *flr = malloc(sizeof(double) * R);
+    /* EVALUATE's lane terms (lane_terms), used when the pool has more lanes than they have entries */
+    double *xw = malloc(sizeof(double) * R * NN), *tt = malloc(sizeof(double) * R * NN);
+    int terms = 0;
     i64 npool = 0, reuse_left = 0;
     /* warm starts (ours): each family's best W bindings of its last AA run in this plan */
     i64 *wdst = malloc(sizeof(i64) * (W ? (F + 1) * W * N : 1));
@@ -1024,7 +1131,9 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
               rows, their w and per-rate caps are those of that AA run, unchanged since) -- */
         if (reuse_left > 0 && npool > 0) {
             double hu;
-            const i64 h = best_channel(prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, N, lambda, &hu, NULL);
+            const i64 h = terms ? best_channel_terms(prow, npool, rsrc, rdst, rfam, fam_rid, xw, tt, N, lambda, &hu, NULL)
+                                : best_channel(prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, N, lambda,
+                                               &hu, NULL);
             if (h >= 0 && hu > 0 && hu >= reuse_floor * util0) {
                 reuse_left--;
                 const i64 row = prow[h];
@@ -1036,6 +1145,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
                     xo[k] = cap < rr ? cap : rr; so[k] = s_; dso[k] = d_;
                 }
                 moved = drain_lanes(rem, so, dso, xo, N, G, gof, node_of, ls, lr, dg, tro, tri);
+                if (terms && reuse_left > 0) lane_terms_at(so, dso, N, rem, w, wsel, capr, invr, N, R, xw, tt);
                 if (have_scores) update_scores(scores, so, dso, xo, N, G, gof, col_ptr, col_shape, col_val, dpair, touched);
                 out_fam[A] = rfam[row];
                 if (rfam[row] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
@@ -1243,12 +1353,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
             if (sweep + 1 == sweeps) {
                 /* the last sweep: F only tells the channels from the bindings that kept a self-pair
                    (F < 0 exactly then: every other credit is >= 0), so test the pairs instead */
-                for (i64 b = 0; b < B; b++) {
-                    const i64 *sb = rsrc + b * N, *db = rdst + b * N;
-                    int selfpair = 0;
-                    for (i64 k = 0; k < N; k++) selfpair |= sb[k] == db[k];
-                    f[b] = selfpair ? -1.0 : 0.0;
-                }
+                selfpair_flags(B, N, rsrc, rdst, f);
                 break;
             }
             for (i64 b = 0; b < B; b++)  /* F_B (Eq. 8); a self-pair makes it hugely negative */
@@ -1280,8 +1385,13 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
         npool = 0;
         for (i64 b = 0; b < B; b++) if (f[b] >= 0) prow[npool++] = b;
         double hu;
-        const i64 h = best_channel(prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, N, lambda, &hu,
-                                   W ? upool : NULL);
+        /* the lanes this pool is evaluated on: now, and once per reuse */
+        terms = R * NN <= npool * N * reuse;
+        if (terms) lane_terms(rem, w, wsel, capr, invr, N, R, xw, tt);
+        const i64 h = terms ? best_channel_terms(prow, npool, rsrc, rdst, rfam, fam_rid, xw, tt, N, lambda, &hu,
+                                                 W ? upool : NULL)
+                            : best_channel(prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, N, lambda,
+                                           &hu, W ? upool : NULL);
         if (h < 0 || !(hu > 0)) { npool = 0; *status = 0; break; }
         if (W) remember_bindings(npool, prow, upool, rfam, rsrc, rdst, N, W, F, wdst, wcnt, wrank);
         util0 = hu;
@@ -1317,6 +1427,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
                 }
         }
         moved = drain_lanes(rem, so, dso, xo, N, G, gof, node_of, ls, lr, dg, tro, tri);
+        if (terms && reuse_left > 0) lane_terms_at(so, dso, N, rem, w, wsel, capr, invr, N, R, xw, tt);
         if (have_scores) update_scores(scores, so, dso, xo, N, G, gof, col_ptr, col_shape, col_val, dpair, touched);
         out_fam[A] = rfam[hrow];
         if (rfam[hrow] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
@@ -1327,7 +1438,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
     free(la); free(ld); free(li); free(srcfree); free(dstfree); free(outc); free(slot_dst); free(ls); free(lr); free(dg); free(scores); free(dgw); free(pu); free(pv); free(t_out); free(t_in); free(tro); free(tri); free(top);
     free(rsrc); free(rdst); free(rfam); free(f); free(fbest); free(v);
     free(cand); free(cdense); free(cscore); free(cbmax); free(cmark); free(clst); free(wdst); free(wcnt); free(wrank); free(upool);
-    free(prow); free(capr); free(invr); free(flr); free(dpair); free(touched); free(touched_k);
+    free(prow); free(capr); free(invr); free(flr); free(xw); free(tt); free(dpair); free(touched); free(touched_k);
     return A;
 }
 
