@@ -780,68 +780,78 @@ static double base_quantum(const double *ls, const double *lr, const double *dg,
     return tau > 1e-15 ? tau : 1e-15;
 }
 
-/* EVALUATE (Eqs. 9-10) of one bound channel (lane k: sb[k] -> db[k] at rate id rid[k]) on the
- * remaining demand: x_k = min(cap(rate), rem), utility = Σ x (x w when weighted) / (λ + max x / bw).
- * cap and 1 / bw per distinct rate, computed once per τ: the same values as per lane. */
-static inline double channel_utility(const i64 *sb, const i64 *db, const i64 *rid, const double *rem,
-                                     const double *w, int wsel, const double *capr, const double *invr,
-                                     i64 N, double lambda) {
-    double useful = 0.0, dur = 0.0;
-    for (i64 k = 0; k < N; k++) {
-        const i64 o = sb[k] * N + db[k];
-        const double rr = rem[o], cap = capr[rid[k]];
-        const double x = cap < rr ? cap : rr;
-        useful += wsel ? x * w[o] : x;
-        const double t = x * invr[rid[k]];
-        if (t > dur) dur = t;
-    }
-    return useful / (lambda + dur + 1e-300);
-}
+/* EVALUATE (Eqs. 9-10) of the bound channels (lane k: sb[k] -> db[k] at rate id rid[k]) on the
+ * remaining demand: x_k = min(cap(rate), rem), utility = Σ x (x w when weighted) / (λ + max x / bw),
+ * cap and 1 / bw per distinct rate, computed once per τ (the same values as per lane).
+ * VP_BEST_CHANNEL(LANE) is the best of the pool rows prow[0 .. npool-1]: the index of the first
+ * one with the largest utility (-1 when npool = 0), its utility in *best. LANE(s, d, rid, k, xw, t)
+ * gives lane k's bytes (x w) and time. Two rows at a time: each row's bytes are still summed lane
+ * by lane in order, but the two rows' additions overlap instead of waiting on each other. */
+#define VP_BEST_CHANNEL(LANE) \
+    i64 h = -1; \
+    double hu = 0.0; \
+    i64 b = 0; \
+    for (; b + 2 <= npool; b += 2) { \
+        const i64 r0 = prow[b], r1 = prow[b + 1]; \
+        const i64 *s0 = rsrc + r0 * N, *d0 = rdst + r0 * N, *i0 = fam_rid + rfam[r0] * N; \
+        const i64 *s1 = rsrc + r1 * N, *d1 = rdst + r1 * N, *i1 = fam_rid + rfam[r1] * N; \
+        double use0 = 0.0, use1 = 0.0, dur0 = 0.0, dur1 = 0.0; \
+        for (i64 k = 0; k < N; k++) { \
+            double xw0, t0, xw1, t1; \
+            LANE(s0, d0, i0, k, xw0, t0); \
+            LANE(s1, d1, i1, k, xw1, t1); \
+            use0 += xw0; \
+            use1 += xw1; \
+            if (t0 > dur0) dur0 = t0; \
+            if (t1 > dur1) dur1 = t1; \
+        } \
+        const double u0 = use0 / (lambda + dur0 + 1e-300), u1 = use1 / (lambda + dur1 + 1e-300); \
+        if (uout) { uout[b] = u0; uout[b + 1] = u1; } \
+        if (h < 0 || u0 > hu) { hu = u0; h = b; } \
+        if (u1 > hu) { hu = u1; h = b + 1; } \
+    } \
+    for (; b < npool; b++) { \
+        const i64 row = prow[b]; \
+        const i64 *sr = rsrc + row * N, *dr = rdst + row * N, *ir = fam_rid + rfam[row] * N; \
+        double use = 0.0, dur = 0.0; \
+        for (i64 k = 0; k < N; k++) { \
+            double xw, t; \
+            LANE(sr, dr, ir, k, xw, t); \
+            use += xw; \
+            if (t > dur) dur = t; \
+        } \
+        const double u = use / (lambda + dur + 1e-300); \
+        if (uout) uout[b] = u; \
+        if (h < 0 || u > hu) { hu = u; h = b; } \
+    } \
+    *best = hu; \
+    return h;
 
-/* The best channel of the pool rows prow[0 .. npool-1] by EVALUATE: the index of the first one
- * with the largest utility (-1 when npool = 0), its utility in *best. Two rows at a time: each
- * row's bytes are still summed lane by lane in order (the same value as channel_utility), but the
- * two rows' additions overlap instead of waiting on each other. */
+/* a lane's terms from the remaining demand and the per-rate caps */
+#define VP_LANE_DIRECT(s, d, rid, k, xw, t) do { \
+    const i64 o_ = (s)[k] * N + (d)[k]; \
+    const double rr_ = rem[o_], cap_ = capr[(rid)[k]]; \
+    const double x_ = cap_ < rr_ ? cap_ : rr_; \
+    xw = wsel ? x_ * w[o_] : x_; \
+    t = x_ * invr[(rid)[k]]; \
+} while (0)
+
+/* a lane's terms read from the lane-term tables (lane_terms) */
+#define VP_LANE_TABLE(s, d, rid, k, xw, t) do { \
+    const i64 o_ = (rid)[k] * NN + (s)[k] * N + (d)[k]; \
+    xw = xwt[o_]; \
+    t = tt[o_]; \
+} while (0)
+
 static i64 best_channel(const i64 *prow, i64 npool, const i64 *rsrc, const i64 *rdst, const i64 *rfam,
                         const i64 *fam_rid, const double *rem, const double *w, int wsel, const double *capr,
                         const double *invr, i64 N, double lambda, double *best, double *uout) {
-    i64 h = -1;
-    double hu = 0.0;
-    i64 b = 0;
-    for (; b + 2 <= npool; b += 2) {
-        const i64 r0 = prow[b], r1 = prow[b + 1];
-        const i64 *s0 = rsrc + r0 * N, *d0 = rdst + r0 * N, *i0 = fam_rid + rfam[r0] * N;
-        const i64 *s1 = rsrc + r1 * N, *d1 = rdst + r1 * N, *i1 = fam_rid + rfam[r1] * N;
-        double use0 = 0.0, use1 = 0.0, dur0 = 0.0, dur1 = 0.0;
-        for (i64 k = 0; k < N; k++) {
-            const i64 o0 = s0[k] * N + d0[k], o1 = s1[k] * N + d1[k];
-            const double rr0 = rem[o0], c0 = capr[i0[k]], rr1 = rem[o1], c1 = capr[i1[k]];
-            const double x0 = c0 < rr0 ? c0 : rr0, x1 = c1 < rr1 ? c1 : rr1;
-            use0 += wsel ? x0 * w[o0] : x0;
-            use1 += wsel ? x1 * w[o1] : x1;
-            const double t0 = x0 * invr[i0[k]], t1 = x1 * invr[i1[k]];
-            if (t0 > dur0) dur0 = t0;
-            if (t1 > dur1) dur1 = t1;
-        }
-        const double u0 = use0 / (lambda + dur0 + 1e-300), u1 = use1 / (lambda + dur1 + 1e-300);
-        if (uout) { uout[b] = u0; uout[b + 1] = u1; }
-        if (h < 0 || u0 > hu) { hu = u0; h = b; }
-        if (u1 > hu) { hu = u1; h = b + 1; }
-    }
-    for (; b < npool; b++) {
-        const i64 row = prow[b];
-        const double u = channel_utility(rsrc + row * N, rdst + row * N, fam_rid + rfam[row] * N, rem, w, wsel, capr,
-                                         invr, N, lambda);
-        if (uout) uout[b] = u;
-        if (h < 0 || u > hu) { hu = u; h = b; }
-    }
-    *best = hu;
-    return h;
+    VP_BEST_CHANNEL(VP_LANE_DIRECT)
 }
 
 /* The lane terms of EVALUATE per (rate id, source, destination) for one AA run's channels: the
  * bytes x = min(cap(rate), rem) (x w when weighted) and the time x / bw, the same products as
- * channel_utility. Worth building when the pool holds more lanes than the table has entries
+ * VP_LANE_DIRECT. Worth building when the pool holds more lanes than the table has entries
  * (16 GPUs: 2 rates x 256 pairs against ~20 rows x 16 lanes, each evaluated twice with reuse);
  * lane_terms_at keeps the entries of drained pairs current between reuses. */
 static void lane_terms_at(const i64 *so, const i64 *dso, i64 n, const double *rem, const double *w, int wsel,
@@ -876,46 +886,14 @@ static void lane_terms(const double *restrict rem, const double *restrict w, int
 /* best_channel on the lane terms: per lane two loads instead of the rate lookups and products
  * (the same sums in the same order, so the same utilities). */
 static i64 best_channel_terms(const i64 *prow, i64 npool, const i64 *rsrc, const i64 *rdst, const i64 *rfam,
-                              const i64 *fam_rid, const double *xw, const double *tt, i64 N, double lambda,
+                              const i64 *fam_rid, const double *xwt, const double *tt, i64 N, double lambda,
                               double *best, double *uout) {
     const i64 NN = N * N;
-    i64 h = -1;
-    double hu = 0.0;
-    i64 b = 0;
-    for (; b + 2 <= npool; b += 2) {
-        const i64 r0 = prow[b], r1 = prow[b + 1];
-        const i64 *s0 = rsrc + r0 * N, *d0 = rdst + r0 * N, *i0 = fam_rid + rfam[r0] * N;
-        const i64 *s1 = rsrc + r1 * N, *d1 = rdst + r1 * N, *i1 = fam_rid + rfam[r1] * N;
-        double use0 = 0.0, use1 = 0.0, dur0 = 0.0, dur1 = 0.0;
-        for (i64 k = 0; k < N; k++) {
-            const i64 o0 = i0[k] * NN + s0[k] * N + d0[k], o1 = i1[k] * NN + s1[k] * N + d1[k];
-            use0 += xw[o0];
-            use1 += xw[o1];
-            const double t0 = tt[o0], t1 = tt[o1];
-            if (t0 > dur0) dur0 = t0;
-            if (t1 > dur1) dur1 = t1;
-        }
-        const double u0 = use0 / (lambda + dur0 + 1e-300), u1 = use1 / (lambda + dur1 + 1e-300);
-        if (uout) { uout[b] = u0; uout[b + 1] = u1; }
-        if (h < 0 || u0 > hu) { hu = u0; h = b; }
-        if (u1 > hu) { hu = u1; h = b + 1; }
-    }
-    for (; b < npool; b++) {
-        const i64 row = prow[b];
-        const i64 *sr = rsrc + row * N, *dr = rdst + row * N, *ir = fam_rid + rfam[row] * N;
-        double use = 0.0, dur = 0.0;
-        for (i64 k = 0; k < N; k++) {
-            const i64 o = ir[k] * NN + sr[k] * N + dr[k];
-            use += xw[o];
-            if (tt[o] > dur) dur = tt[o];
-        }
-        const double u = use / (lambda + dur + 1e-300);
-        if (uout) uout[b] = u;
-        if (h < 0 || u > hu) { hu = u; h = b; }
-    }
-    *best = hu;
-    return h;
+    VP_BEST_CHANNEL(VP_LANE_TABLE)
 }
+#undef VP_BEST_CHANNEL
+#undef VP_LANE_DIRECT
+#undef VP_LANE_TABLE
 
 /* F_B (Eq. 8) of one binding: its credits summed lane by lane in order; < 0 exactly when it keeps
  * a self-pair (that credit is FORBID, every other one >= 0). */
