@@ -1363,8 +1363,13 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
         npool = 0;
         for (i64 b = 0; b < B; b++) if (f[b] >= 0) prow[npool++] = b;
         double hu;
-        /* the lanes this pool is evaluated on: now, and once per reuse */
+        /* the lanes this pool is evaluated on: now, and once per reuse (-DVP_NO_LANE_TERMS: never,
+           a build that checks the direct path plans the same) */
+#if defined(VP_NO_LANE_TERMS)
+        terms = 0;
+#else
         terms = R * NN <= npool * N * reuse;
+#endif
         if (terms) lane_terms(rem, w, wsel, capr, invr, N, R, xw, tt);
         const i64 h = terms ? best_channel_terms(prow, npool, rsrc, rdst, rfam, fam_rid, xw, tt, N, lambda, &hu,
                                                  W ? upool : NULL)

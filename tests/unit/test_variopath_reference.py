@@ -54,11 +54,12 @@ def _build(flags: tuple[str, ...], out: Path) -> Path | None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("flags", [("-DVP_NO_AVX512",), ("-DVP_NO_AVX512", "-DVP_NO_AVX2"),
-                                   ("-U__SSE2__", "-DVP_NO_AVX512", "-DVP_NO_AVX2")],
-                         ids=["avx2", "sse2", "generic-c"])
+                                   ("-U__SSE2__", "-DVP_NO_AVX512", "-DVP_NO_AVX2"), ("-DVP_NO_LANE_TERMS",)],
+                         ids=["avx2", "sse2", "generic-c", "no-lane-terms"])
 def test_the_narrower_simd_paths_plan_the_same(flags, tmp_path, monkeypatch):
     # the loop picks AVX-512 / AVX2 / SSE2 variants at run time; builds kept off the wider ones
-    # (and one without the SSE2 intrinsics, the path of other CPUs) must give the same digests
+    # (and one without the SSE2 intrinsics, the path of other CPUs) must give the same digests;
+    # so must a build whose EVALUATE never reads the lane-term tables (the direct lane terms)
     import ctypes
 
     from collectives.alltoallv import kernel as K
