@@ -827,13 +827,17 @@ static double base_quantum(const double *ls, const double *lr, const double *dg,
     *best = hu; \
     return h;
 
+/* One lane's terms: x = min(cap, rem) bytes (x w when weighted) and its time x / bw. */
+static inline void lane_term(double rr, double cap, double inv, double wo, int wsel, double *xw, double *t) {
+    const double x = cap < rr ? cap : rr;
+    *xw = wsel ? x * wo : x;
+    *t = x * inv;
+}
+
 /* a lane's terms from the remaining demand and the per-rate caps */
 #define VP_LANE_DIRECT(s, d, rid, k, xw, t) do { \
     const i64 o_ = (s)[k] * N + (d)[k]; \
-    const double rr_ = rem[o_], cap_ = capr[(rid)[k]]; \
-    const double x_ = cap_ < rr_ ? cap_ : rr_; \
-    xw = wsel ? x_ * w[o_] : x_; \
-    t = x_ * invr[(rid)[k]]; \
+    lane_term(rem[o_], capr[(rid)[k]], invr[(rid)[k]], w[o_], wsel, &(xw), &(t)); \
 } while (0)
 
 /* a lane's terms read from the lane-term tables (lane_terms) */
@@ -850,8 +854,7 @@ static i64 best_channel(const i64 *prow, i64 npool, const i64 *rsrc, const i64 *
 }
 
 /* The lane terms of EVALUATE per (rate id, source, destination) for one AA run's channels: the
- * bytes x = min(cap(rate), rem) (x w when weighted) and the time x / bw, the same products as
- * VP_LANE_DIRECT. Worth building when the pool holds more lanes than the table has entries
+ * lane_term of every entry. Worth building when the pool holds more lanes than the table has entries
  * (16 GPUs: 2 rates x 256 pairs against ~20 rows x 16 lanes, each evaluated twice with reuse);
  * lane_terms_at keeps the entries of drained pairs current between reuses. */
 static void lane_terms_at(const i64 *so, const i64 *dso, i64 n, const double *rem, const double *w, int wsel,
@@ -859,12 +862,7 @@ static void lane_terms_at(const i64 *so, const i64 *dso, i64 n, const double *re
     const i64 NN = N * N;
     for (i64 k = 0; k < n; k++) {
         const i64 o = so[k] * N + dso[k];
-        for (i64 r = 0; r < R; r++) {
-            const double rr = rem[o], cap = capr[r];
-            const double x = cap < rr ? cap : rr;
-            xw[r * NN + o] = wsel ? x * w[o] : x;
-            tt[r * NN + o] = x * invr[r];
-        }
+        for (i64 r = 0; r < R; r++) lane_term(rem[o], capr[r], invr[r], w[o], wsel, xw + r * NN + o, tt + r * NN + o);
     }
 }
 
@@ -874,12 +872,7 @@ static void lane_terms(const double *restrict rem, const double *restrict w, int
     for (i64 r = 0; r < R; r++) {
         const double cap = capr[r], inv = invr[r];
         double *restrict xr = xw + r * NN, *restrict tr = tt + r * NN;
-        for (i64 o = 0; o < NN; o++) {  /* the same operations as lane_terms_at, vectorized */
-            const double rr = rem[o];
-            const double x = cap < rr ? cap : rr;
-            xr[o] = wsel ? x * w[o] : x;
-            tr[o] = x * inv;
-        }
+        for (i64 o = 0; o < NN; o++) lane_term(rem[o], cap, inv, w[o], wsel, xr + o, tr + o);  /* vectorizes */
     }
 }
 
@@ -894,6 +887,15 @@ static i64 best_channel_terms(const i64 *prow, i64 npool, const i64 *rsrc, const
 #undef VP_BEST_CHANNEL
 #undef VP_LANE_DIRECT
 #undef VP_LANE_TABLE
+
+/* EVALUATE of the pool: on the lane-term tables when this AA run built them, else directly. */
+static i64 pool_best(int terms, const i64 *prow, i64 npool, const i64 *rsrc, const i64 *rdst, const i64 *rfam,
+                     const i64 *fam_rid, const double *rem, const double *w, int wsel, const double *capr,
+                     const double *invr, const double *xw, const double *tt, i64 N, double lambda, double *best,
+                     double *uout) {
+    if (terms) return best_channel_terms(prow, npool, rsrc, rdst, rfam, fam_rid, xw, tt, N, lambda, best, uout);
+    return best_channel(prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, N, lambda, best, uout);
+}
 
 /* F_B (Eq. 8) of one binding: its credits summed lane by lane in order; < 0 exactly when it keeps
  * a self-pair (that credit is FORBID, every other one >= 0). */
@@ -1042,7 +1044,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
     const double np_ = dp[D_NODEP];
     const i64 NN = N * N, GG = G * G;
 
-    double *w = malloc(sizeof(double) * NN);
+    double *w = calloc(NN, sizeof(double));  /* read by lane_term even when unweighted (then unused) */
     double *cred = malloc(sizeof(double) * NN * R), *credt = malloc(sizeof(double) * NN * R);
     double *nterm = malloc(sizeof(double) * K * K), *nrow = malloc(sizeof(double) * K * N);
     char *rused = calloc(nres + 1, 1), *pused = calloc(GG, 1);
@@ -1109,9 +1111,8 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
               rows, their w and per-rate caps are those of that AA run, unchanged since) -- */
         if (reuse_left > 0 && npool > 0) {
             double hu;
-            const i64 h = terms ? best_channel_terms(prow, npool, rsrc, rdst, rfam, fam_rid, xw, tt, N, lambda, &hu, NULL)
-                                : best_channel(prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, N, lambda,
-                                               &hu, NULL);
+            const i64 h = pool_best(terms, prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, xw, tt, N,
+                                    lambda, &hu, NULL);
             if (h >= 0 && hu > 0 && hu >= reuse_floor * util0) {
                 reuse_left--;
                 const i64 row = prow[h];
@@ -1371,10 +1372,8 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
         terms = R * NN <= npool * N * reuse;
 #endif
         if (terms) lane_terms(rem, w, wsel, capr, invr, N, R, xw, tt);
-        const i64 h = terms ? best_channel_terms(prow, npool, rsrc, rdst, rfam, fam_rid, xw, tt, N, lambda, &hu,
-                                                 W ? upool : NULL)
-                            : best_channel(prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, N, lambda,
-                                           &hu, W ? upool : NULL);
+        const i64 h = pool_best(terms, prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, xw, tt, N,
+                                lambda, &hu, W ? upool : NULL);
         if (h < 0 || !(hu > 0)) { npool = 0; *status = 0; break; }
         if (W) remember_bindings(npool, prow, upool, rfam, rsrc, rdst, N, W, F, wdst, wcnt, wrank);
         util0 = hu;
