@@ -237,10 +237,60 @@ def run(cfg: dict) -> tuple[dict, dict]:
             "speedup_vs": {n: per[n]["completion_s"] / per[best]["completion_s"] for n in per}}, artifacts
 
 
+def _size(n: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def _time(s: float) -> str:
+    if s >= 1:
+        return f"{s:.2f} s"
+    return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} us"
+
+
+def _planning_text(r: dict, t: dict) -> str:
+    """One scheduler's measured planning: steady state (``planning_over_communication``) and first call."""
+    if t.get("planning_s") is None:
+        return "no online planning"
+    if r.get("registry_key") == "milp":  # certification, not online planning: solved once
+        return f"MILP solved in {_time(t['planning_s'])}"
+    text = f"planning {_time(t['planning_s'])} = {100 * t['planning_over_communication']:.2f} % of the completion"
+    if t.get("planning_repeats") and t.get("planning_cold_s") is not None:
+        text += (f" (median of {t['planning_repeats']}; first call {_time(t['planning_cold_s'])} = "
+                 f"{100 * t['planning_over_communication_cold']:.2f} %)")
+    return text
+
+
+def _scheduler_line(name: str, r: dict, t: dict) -> str:
+    acts = r["activations"]
+    return (f"{name}: completion {_time(r['completion_s'])}, algbw {r['algbw_Bps'] / 1e9:.1f} GB/s, "
+            f"busbw {r['busbw_Bps'] / 1e9:.1f} GB/s, {acts} activation{'' if acts == 1 else 's'}; "
+            f"{_planning_text(r, t)}")
+
+
+def summary(results: dict, timings: dict) -> str:
+    """What ``gx alltoallv`` prints: the case, then one line per scheduler (several: the best named)."""
+    w = results["workload"]
+    per_rank = {"zipf": f"{w.get('bytes_per_rank')} per source", "uniform": f"{w.get('bytes_per_rank')} per source",
+                "moe": f"{w.get('tokens_per_rank')} tokens per rank", "file": f"from {w.get('path')}"}
+    head = (f"{w.get('name')} demand ({per_rank.get(w.get('name'), '')}) on {results['n_ranks']} GPUs of "
+            f"{results['platform']}: {_size(results['total_bytes'])} in all")
+    if "schedulers" not in results:
+        return head + "\n" + _scheduler_line(results["scheduler"], results, timings)
+    lines = [_scheduler_line(n, r, timings["schedulers"].get(n, {})) for n, r in results["schedulers"].items()]
+    best = results["best"]
+    others = ", ".join(f"{n} {x:.2f}x" for n, x in results["speedup_vs"].items() if n != best)
+    return "\n".join([head, *lines, f"best: {best}" + (f"; completion relative to it: {others}" if others else "")])
+
+
 def task(cfg):
     from omegaconf import OmegaConf
 
-    return run(OmegaConf.to_container(cfg, resolve=True))
+    results, artifacts = run(OmegaConf.to_container(cfg, resolve=True))
+    print(summary(results, artifacts["timings.json"]))
+    return results, artifacts
 
 
 main = gx_main("alltoallv")(task)

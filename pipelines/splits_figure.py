@@ -121,7 +121,8 @@ def render_png(layout: SplitsLayout) -> bytes:
     draw.text(((x0 + x1) / 2, y0 - 6), layout.title, font=_font(_pt(9)), fill=TEXT, anchor="md")
     _legend(draw, layout.parts, x=x1 + 10, y=y0 + 4, font=tiny)
     buf = io.BytesIO()
-    img.save(buf, format="PNG", compress_level=6)
+    # every search cell draws one: zlib level 1 takes 13.0 ms a figure, level 6 took 16.9 (file +9 %)
+    img.save(buf, format="PNG", compress_level=1)
     return buf.getvalue()
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Mapping, Sequence
 
 from collectives.errors import SpecError
@@ -95,9 +95,15 @@ class PlanRequest:
         return self.world.bit_length() - 1
 
     def canonical(self) -> dict:
-        d = asdict(self)
-        d["meshes"] = [asdict(m) for m in self.meshes]
+        """The request as plain data (``dataclasses.asdict``'s fields and values, meshes as a list),
+        built field by field: every plan lookup hashes it."""
+        d = {f: getattr(self, f) for f in _REQUEST_FIELDS}
+        d["meshes"] = [{f: getattr(m, f) for f in _MESH_FIELDS} for m in self.meshes]
         return d
+
+
+_REQUEST_FIELDS = tuple(f.name for f in fields(PlanRequest))
+_MESH_FIELDS = tuple(f.name for f in fields(MeshRequest))
 
 
 def request_hash(request: PlanRequest) -> str:

@@ -33,6 +33,12 @@ def test_single_scheduler_writes_results_and_replayable_schedule(pipeline):
             served[lane["src"], lane["dst"]] += lane["bytes"]
             assert lane["path"]["kind"] in {"PIX", "PXB", "PHB", "NODE", "SYS", "NIC"} and lane["path"]["resources"]
     assert (served == d).all() and d.sum(axis=1).tolist() == [4 * 2**20] * 16
+    # the command says what it measured: the case, then the scheduler's completion and planning share
+    head, line = proc.stdout.strip().splitlines()[-2:]
+    assert head.startswith("zipf demand (4MiB per source) on 16 GPUs of r5080_bf3x2: 64 MiB in all")
+    assert line.startswith("variopath: completion ") and f"{r['activations']} activations" in line
+    share = 100 * t["planning_over_communication"]
+    assert f"= {share:.2f} % of the completion (median of {t['planning_repeats']}; first call" in line
 
 
 def test_sweep_of_schedulers_writes_a_plot_and_ranks_them(pipeline):
@@ -45,6 +51,9 @@ def test_sweep_of_schedulers_writes_a_plot_and_ranks_them(pipeline):
     assert (out / "bandwidth_by_scheduler.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "schedule_nccl.json").exists()
     assert r["speedup_vs"][r["best"]] == 1.0
+    lines = proc.stdout.strip().splitlines()
+    assert [x.split(":")[0] for x in lines[-5:-1]] == ["variopath", "nccl", "fast", "deepep"]
+    assert lines[-1].startswith(f"best: {r['best']}; completion relative to it: ")
 
 
 def test_milp_records_its_certificate(pipeline):
@@ -52,6 +61,7 @@ def test_milp_records_its_certificate(pipeline):
                          "catalog_cache=null")
     assert proc.returncode == 0, proc.stderr
     assert results(out)["certificate"]["status"] == "optimal"
+    assert "; MILP solved in " in proc.stdout.strip().splitlines()[-1]
 
 
 def test_demand_from_file(pipeline, tmp_path):
