@@ -256,10 +256,14 @@ def _planning_text(r: dict, t: dict) -> str:
         return "no online planning"
     if r.get("registry_key") == "milp":  # certification, not online planning: solved once
         return f"MILP solved in {_time(t['planning_s'])}"
-    text = f"planning {_time(t['planning_s'])} = {100 * t['planning_over_communication']:.2f} % of the completion"
+    def share(key: str) -> str:  # None when nothing is communicated (a zero completion)
+        return "" if t.get(key) is None else f" = {100 * t[key]:.2f} %"
+
+    steady = share("planning_over_communication")
+    text = f"planning {_time(t['planning_s'])}" + (f"{steady} of the completion" if steady else "")
     if t.get("planning_repeats") and t.get("planning_cold_s") is not None:
-        text += (f" (median of {t['planning_repeats']}; first call {_time(t['planning_cold_s'])} = "
-                 f"{100 * t['planning_over_communication_cold']:.2f} %)")
+        text += (f" (median of {t['planning_repeats']}; first call {_time(t['planning_cold_s'])}"
+                 f"{share('planning_over_communication_cold')})")
     return text
 
 

@@ -96,3 +96,17 @@ def test_wrong_shape_demand_file_is_rejected(pipeline, tmp_path):
     proc, out = pipeline("alltoallv", "platform=fig1", "workload=file", f"workload.path={tmp_path / 'd.npy'}")
     assert proc.returncode == 2 and "6 x 6" in proc.stderr
     assert not (out / "results.json").exists()
+
+
+def test_summary_of_a_demand_with_nothing_to_move():
+    from pipelines.alltoallv import summary
+
+    results = {"workload": {"name": "file", "path": "zero.npy"}, "n_ranks": 8, "platform": "r5080_bf3",
+               "total_bytes": 0, "scheduler": "variopath", "registry_key": "variopath", "completion_s": 0.0,
+               "algbw_Bps": 0.0, "busbw_Bps": 0.0, "activations": 0}
+    timings = {"planning_s": 1e-5, "planning_over_communication": None, "planning_repeats": 5,
+               "planning_cold_s": 5e-5, "planning_over_communication_cold": None}
+    text = summary(results, timings)
+    assert text.splitlines() == ["file demand (from zero.npy) on 8 GPUs of r5080_bf3: 0 B in all",
+                                 "variopath: completion 0 us, algbw 0.0 GB/s, busbw 0.0 GB/s, 0 activations; "
+                                 "planning 10 us (median of 5; first call 50 us)"]
