@@ -16,8 +16,8 @@ median of ``--sweep-runs`` runs; ``--no-sweep`` skips it and uses gxnet's per-po
 2,160 instead, labelled as such).
 
 GenZ is an optional benchmark extra, never a runtime dependency: install it into its own
-environment (``python -m venv .venv-bench && .venv-bench/bin/pip install '.[bench]'`` or
-``genz-llm==0.0.16``); this script finds ``.venv-bench/bin/python`` (or ``--genz-python``) and
+environment (``python -m venv .venv-bench && .venv-bench/bin/pip install '.[bench]'``: genz-llm
+0.0.16 with pandas 2.3.3, under which it runs faster than under pandas 3); this script finds ``.venv-bench/bin/python`` (or ``--genz-python``) and
 runs GenZ there. Without it, gxnet is timed alone and the script says why GenZ is missing.
 
     .venv/bin/python benchmarks/peer_genz.py [--repeats 5] [--sweep-runs 3] [--no-sweep]
@@ -178,7 +178,7 @@ def main() -> None:
     genz = None
     if py is None:
         print(f"GenZ is not installed ({why}); timing gxnet alone. Install it with: python -m venv .venv-bench "
-              f"&& .venv-bench/bin/pip install genz-llm==0.0.16")
+              f"&& .venv-bench/bin/pip install '.[bench]'  (genz-llm 0.0.16 with pandas 2.3.3)")
     else:
         genz = time_genz(py, points, args.repeats)
     gx = time_gxnet(points, args.repeats)

@@ -124,9 +124,18 @@ def _init_kwargs(ray_cfg: dict) -> dict:
     return dict(include_dashboard=False, logging_level="ERROR", log_to_driver=bool(ray_cfg.get("log_to_driver", False)))
 
 
+# Ray starts its workers at niceness 15 (its raylet's ``worker_niceness``), below every other
+# process of the host: on a 2-core host the driver's bookkeeping, Ray's own agents starting up and
+# anything else then run ahead of the points, and the sweep's tracking process (niceness 19;
+# pipelines/tracking_process.py) would hardly be behind them. A private Ray's workers do the
+# sweep's work: they run at the driver's priority. Set RAY_worker_niceness to keep Ray's default.
+PRIVATE_WORKER_NICENESS = "0"
+
+
 def _start_private(ray_cfg: dict) -> None:
     import ray
 
+    os.environ.setdefault("RAY_worker_niceness", PRIVATE_WORKER_NICENESS)  # read by the raylet it starts
     with lean_head(log_to_driver=bool(ray_cfg.get("log_to_driver", False))):
         ray.init(address=LOCAL, num_cpus=int(ray_cfg.get("num_cpus") or os.cpu_count() or 1), **_init_kwargs(ray_cfg))
 

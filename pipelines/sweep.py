@@ -774,14 +774,17 @@ def run_sweep(pipeline: str, points, *, ray_cfg: dict, tracking_cfg: dict,
         existing: dict[str, list] = {}
         dirs = [sweep_dir]
         if tracking_cfg.get("enabled", True):
-            opening = _Background(lambda: _open_tracking(tracking_cfg, sweep_hash, sweep_name, pipeline,
-                                                         source, sweep_dir, large))
+            from pipelines.tracking_process import TrackerProcess
+
+            tracker = TrackerProcess(tracking_cfg)  # from this thread: the child dies with it
+            opening = _Background(lambda: _open_tracking(tracker, sweep_hash, sweep_name, pipeline, source,
+                                                         sweep_dir, large))
             if use_ray and n_workers == 0 and len(source):  # a private Ray starts while the store opens
                 target, n_workers = connect(ray_cfg)
                 stop.install()
             if use_ray and n_workers and len(source):  # ... and runs the first points while it still opens
                 feed = _early_feed(pipeline, source, named, sweep_dir, ray_cfg, n_workers, timeout_s, job_dirs)
-            tracker, parent, existing, dirs = opening.result()
+            parent, existing, dirs = opening.result()
             summary.parent_run_id = parent
         # resuming needs tracking (as before): without it a rerun runs every point again, and the
         # table keeps the first FINISHED line of each point
@@ -812,6 +815,7 @@ def run_sweep(pipeline: str, points, *, ray_cfg: dict, tracking_cfg: dict,
             if writer.pending():
                 print(f"tracking: logging the last {writer.pending()} point(s) to MLflow", file=sys.stderr, flush=True)
             writer.close()
+        summary.signal = stop.signum  # also one that came while the last points were logged
         progress.update(summary, final=True)
         summary.wall_s = time.perf_counter() - t0
         stats.wall_s = summary.wall_s
@@ -825,6 +829,8 @@ def run_sweep(pipeline: str, points, *, ray_cfg: dict, tracking_cfg: dict,
     finally:
         if table is not None:
             table.close()
+        if tracker is not None:
+            tracker.close()
         stop.restore()
     return summary
 
@@ -879,23 +885,18 @@ class _Stats:
             self.rows[index] = (status, metrics)
 
 
-def _open_tracking(tracking_cfg, sweep_hash, sweep_name, pipeline, source, sweep_dir, large):
+def _open_tracking(tracker, sweep_hash, sweep_name, pipeline, source, sweep_dir, large):
     from collectives.errors import SpecError
     from pipelines.outputs import user_error
-    from pipelines.tracking import open_tracker, sweep_params
+    from pipelines.tracking import sweep_params
 
     try:  # store unreachable, or another driver runs this sweep: one line, exit 2
-        tracker = open_tracker(tracking_cfg)
-        parent = tracker.resume_sweep(sweep_hash, sweep_name, pipeline,
-                                      swept=sweep_params(source.overrides(i) for i in range(len(source))),
-                                      n_points=len(source), sweep_dir=sweep_dir)
+        return tracker.open_sweep_state(sweep_hash, sweep_name, pipeline,
+                                        swept=sweep_params(source.overrides(i) for i in range(len(source))),
+                                        n_points=len(source), sweep_dir=sweep_dir,
+                                        hashes=None if large else set(source.hashes))
     except SpecError as exc:
         user_error(str(exc))
-    existing = tracker.children(parent)
-    dirs = [sweep_dir] + [Path(d) for d in tracker.sweep_dirs(parent) if Path(d) != sweep_dir]
-    if not large:  # computed earlier but never logged: log, don't recompute
-        tracker.adopt_from_disk(parent, _Named(source), existing, hashes=set(source.hashes))
-    return tracker, parent, existing, dirs
 
 
 def _plan(source, named, existing, in_table, tracker, writer, table, summary, stats, large, pipeline) -> list[int]:

@@ -168,8 +168,9 @@ class FileLock:
     killed with SIGKILL never leaves a stale lock. The holder's pid and start time are written
     into the file for the message a second process gets."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, owner_pid: int | None = None):
         self.path = Path(path)
+        self.owner_pid = owner_pid  # the pid the file names (default: this process)
         self.fd: int | None = None
 
     def acquire(self, *, timeout_s: float = 0.0) -> bool:
@@ -186,7 +187,7 @@ class FileLock:
                     return False
                 time.sleep(0.05)
         os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "since": time.strftime("%Y-%m-%d %H:%M:%S %Z")}).encode())
+        os.write(fd, json.dumps({"pid": self.owner_pid or os.getpid(), "since": time.strftime("%Y-%m-%d %H:%M:%S %Z")}).encode())
         self.fd = fd
         return True
 
@@ -256,14 +257,83 @@ def _hydra_quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def project_env(**extra: str) -> dict[str, str]:
+    """This environment for a Python process of ours (``-m pipelines.…``): the project first on
+    its path, whatever the driver's working directory."""
+    root = str(Path(__file__).resolve().parent.parent)
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p), **extra)
+
+
 def open_tracker(tracking_cfg: dict) -> "Tracker":
     """The Tracker a config asks for (probed: :class:`StoreUnavailable` when unreachable)."""
     return Tracker(uri=tracking_cfg.get("uri") or default_uri(), experiment=tracking_cfg.get("experiment") or "gxnet",
                    report=bool(tracking_cfg.get("report", True)))
 
 
+def open_sweep_state(tracker: "Tracker", sweep_hash: str, name: str, pipeline: str, *, swept: dict,
+                     n_points: int, sweep_dir: Path, hashes: set[str] | None) -> tuple:
+    """What a sweep's driver reads from the store before it plans: (parent run id, the children
+    by config hash, the sweep directories that ran it before, this one first). With ``hashes``
+    (the points' config hashes; not for a large sweep), points an earlier run computed but could
+    not log are logged from their job directories and count as children. Raises SweepLocked when
+    another driver runs the sweep."""
+    parent = tracker.resume_sweep(sweep_hash, name, pipeline, swept=swept, n_points=n_points, sweep_dir=sweep_dir)
+    existing = tracker.children(parent)
+    dirs = [Path(sweep_dir)] + [Path(d) for d in tracker.sweep_dirs(parent) if Path(d) != Path(sweep_dir)]
+    if hashes is not None:  # computed earlier but never logged: log, don't recompute
+        tracker.adopt_from_disk(parent, None, existing, hashes=hashes)
+    return parent, existing, dirs
+
+class SpoolingTracker:
+    """What a sweep's tracker does without its store: the closing line, and spooling a point the
+    store did not take (``tracking.json`` is in its job directory; the sweep directory lists it
+    in ``tracking_pending.jsonl``). Shared by :class:`Tracker` and the driver's side of a tracker
+    in its own process (``pipelines.tracking_process``), which spools when that process is gone."""
+
+    uri: str
+    experiment: str
+    down: str | None
+    unlogged: int
+    sweep_dir: Path | None
+    parent_id: str | None
+    sweep_hash: str | None
+    sweep_name: str | None
+    swept: dict
+    n_points: int | None
+
+    def point_record(self, *, pipeline: str, cfg_hash: str, name: str, params: dict, error: str | None,
+                     wall_s: float | None, out_dir: Path | None) -> PointRecord:
+        """The point's record, written to its job directory first (when it has one)."""
+        record = PointRecord(pipeline=pipeline, cfg_hash=cfg_hash, name=name, params=params,
+                             status="FAILED" if error else "FINISHED", error=error, wall_s=wall_s,
+                             sweep_hash=self.sweep_hash, sweep_name=self.sweep_name, swept=self.swept,
+                             points=self.n_points)
+        if out_dir is not None:
+            record.write(out_dir)
+        return record
+
+    def spool(self, record: PointRecord, out_dir: Path | None) -> None:
+        self.unlogged += 1
+        if self.sweep_dir is None:
+            return
+        line = {"cfg_hash": record.cfg_hash, "name": record.name, "status": record.status,
+                "dir": None if out_dir is None else str(out_dir)}
+        with open(self.sweep_dir / PENDING, "a") as f:
+            f.write(json.dumps(line) + "\n")
+
+    def closing_line(self) -> str:
+        if self.down:
+            return (f"MLflow: store {self.uri} is down ({self.down}); {self.unlogged} point(s) not logged, their "
+                    f"results are on disk under {self.sweep_dir} (listed in {PENDING}); upload them with: "
+                    f"gx sync dir={self.sweep_dir}  (or rerun the same sweep)")
+        ui = (f"open {self.uri} in a browser" if self.uri.startswith(("http://", "https://"))
+              else f"mlflow ui --backend-store-uri {self.uri}")
+        sweep = f", sweep run {self.parent_id}" if self.parent_id else ""
+        return f"MLflow: {self.uri} (experiment {self.experiment!r}{sweep}); open the UI with: {ui}"
+
+
 @dataclass
-class Tracker:
+class Tracker(SpoolingTracker):
     uri: str
     experiment: str
     report: bool = True  # attach the report's table and figures to a sweep's parent run
@@ -277,6 +347,7 @@ class Tracker:
     logged: int = field(default=0, init=False)  # child runs this process created
     parent_id: str | None = field(default=None, init=False)
     report_pid: int | None = field(default=None, init=False)  # the background report process
+    owner_pid: int = field(default_factory=os.getpid, init=False)  # the driver the sweep's lock names
 
     def __post_init__(self) -> None:
         bound_http_retries()
@@ -364,25 +435,6 @@ class Tracker:
                   f"{where}; rerun the same sweep or run `gx sync` to upload what is missing", file=sys.stderr)
             return default
 
-    def _spool(self, record: PointRecord, out_dir: Path | None) -> None:
-        self.unlogged += 1
-        if self.sweep_dir is None:
-            return
-        line = {"cfg_hash": record.cfg_hash, "name": record.name, "status": record.status,
-                "dir": None if out_dir is None else str(out_dir)}
-        with open(self.sweep_dir / PENDING, "a") as f:
-            f.write(json.dumps(line) + "\n")
-
-    def closing_line(self) -> str:
-        if self.down:
-            return (f"MLflow: store {self.uri} is down ({self.down}); {self.unlogged} point(s) not logged, their "
-                    f"results are on disk under {self.sweep_dir} (listed in {PENDING}); upload them with: "
-                    f"gx sync dir={self.sweep_dir}  (or rerun the same sweep)")
-        ui = (f"open {self.uri} in a browser" if self.uri.startswith(("http://", "https://"))
-              else f"mlflow ui --backend-store-uri {self.uri}")
-        sweep = f", sweep run {self.parent_id}" if self.parent_id else ""
-        return f"MLflow: {self.uri} (experiment {self.experiment!r}{sweep}); open the UI with: {ui}"
-
     # -- parent -------------------------------------------------------------------------
     def open_sweep(self, sweep_hash: str, name: str, pipeline: str, points: list) -> str | None:
         """Lock the sweep (:class:`SweepLocked` if another driver runs it) and open its parent
@@ -399,7 +451,7 @@ class Tracker:
         return self.parent_id
 
     def _lock_sweep(self, sweep_hash: str, name: str) -> None:
-        lock = FileLock(sweep_lock_path(self.uri, self.experiment, sweep_hash))
+        lock = FileLock(sweep_lock_path(self.uri, self.experiment, sweep_hash), owner_pid=self.owner_pid)
         if not lock.acquire():
             raise SweepLocked(f"sweep {name!r} ({sweep_hash}) is already running against {self.uri} "
                               f"({lock.holder()}); wait for that driver to finish or stop it")
@@ -496,9 +548,7 @@ class Tracker:
         its points (tens of seconds on a loaded 2-core host). Its output goes to
         ``report/attach.log``; ``report/report.md`` appears when it is done."""
         out = (self.sweep_dir or Path.cwd()) / "report"
-        root = str(Path(__file__).resolve().parent.parent)
-        env = dict(os.environ, MLFLOW_TRACKING_URI=self.uri, GX_TRACKING="true",
-                   PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+        env = project_env(MLFLOW_TRACKING_URI=self.uri, GX_TRACKING="true")
         cmd = [sys.executable, "-m", "pipelines.report", f"sweep={parent_id}", "attach=true",
                f"tracking.experiment={_hydra_quote(self.experiment)}", f"hydra.run.dir={_hydra_quote(str(out))}"]
         try:
@@ -583,16 +633,12 @@ class Tracker:
         older unfinished runs of the same point. ``out_dir``: the point's job directory, which
         gets ``tracking.json`` first, so a point the store missed can be logged from disk later.
         Returns the child's run id, or None when the store is down (the point is spooled)."""
-        record = PointRecord(pipeline=pipeline, cfg_hash=cfg_hash, name=name, params=params,
-                             status="FAILED" if error else "FINISHED", error=error, wall_s=wall_s,
-                             sweep_hash=self.sweep_hash, sweep_name=self.sweep_name, swept=self.swept,
-                             points=self.n_points)
-        if out_dir is not None:
-            record.write(out_dir)
+        record = self.point_record(pipeline=pipeline, cfg_hash=cfg_hash, name=name, params=params, error=error,
+                                   wall_s=wall_s, out_dir=out_dir)
         run_id = self._guard(f"logging point {name!r}",
                              lambda: self._log(parent_id, record, results, artifact_dir, stale))
         if run_id is None:
-            self._spool(record, out_dir)
+            self.spool(record, out_dir)
         return run_id
 
     def _log(self, parent_id: str | None, record: PointRecord, results: dict | None, artifact_dir: Path | None,

@@ -330,3 +330,40 @@ def test_a_cluster_with_token_auth_and_no_token_is_one_line_exit_2(tmp_path, ray
                         timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     head.kill()
+
+
+def test_a_tracking_process_killed_mid_sweep_loses_no_point_and_a_rerun_logs_each_once(tmp_path):
+    """The sweep's tracker runs in a process of its own: when it dies, the driver says so once,
+    goes on, spools the points it could not log, and the rerun logs them from disk (not again)."""
+    from pipelines.tracking import PENDING
+
+    sleeps = [0.3 + 0.01 * i for i in range(8)]  # eight points (eight config hashes)
+    proc = sleepy_sweep(tmp_path, sleeps, "3600s", tracking=True, wait=False)
+    assert wait_until(lambda: results_in_out(tmp_path) >= 2 or proc.poll() is not None, 120)
+    trackers = {p for p in descendants(proc.pid) if b"pipelines.tracking_process" in _cmdline(p)}
+    assert len(trackers) == 1, "the sweep's tracker runs in a process of its own"
+    os.kill(trackers.pop(), signal.SIGKILL)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    assert err.count("warning: tracking store") == 1 and "Traceback" not in err, err[-3000:]
+    assert "its tracking process was killed by SIGKILL; going on without it" in err
+    pending = (tmp_path / "out" / PENDING).read_text().splitlines()
+    logged = child_statuses(tmp_path)
+    assert pending and len(pending) + len(logged) == len(sleeps), (pending, logged)
+    assert "is down (its tracking process was killed by SIGKILL)" in err and f"{len(pending)} point(s) not logged" in err
+    again = sleepy_sweep(tmp_path, sleeps, "3600s", tracking=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"logged {len(pending)} point(s) an earlier run computed" in again.stderr
+    assert summary_of(again.stdout)["summary"]["skipped"] == len(sleeps)  # nothing computed twice
+    assert child_statuses(tmp_path) == ["FINISHED"] * len(sleeps)  # each point once
+
+
+def results_in_out(tmp: Path) -> int:
+    return len(list((tmp / "out").glob("*/results.json")))
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

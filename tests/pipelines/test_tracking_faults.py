@@ -375,3 +375,28 @@ def test_gx_sync_uploads_a_sweep_logged_nowhere(tmp_path):
     assert len(kids) == 2 and {s for s, _ in kids} == {"FINISHED"} and len(parents(db)) == 1
     again = gx(tmp_path, "sync", f"dir={tmp_path / 'multi'}", f"hydra.run.dir={tmp_path / 'sync2'}", uri=f"sqlite:///{db}")
     assert "0 point(s) uploaded, 2 already" in again.stderr and len(children(db)) == 2
+
+
+def test_a_tracker_in_its_own_process_locks_for_the_driver_and_answers_with_run_refs(tmp_path, store):
+    from pipelines.tracking_process import RunRef, TrackerProcess
+
+    cfg = {"uri": store, "experiment": "own-process", "report": False}
+    pts = points(tmp_path, 2)
+    first = TrackerProcess(cfg)
+    state = dict(swept={"batch": "1,2"}, n_points=2, sweep_dir=tmp_path / "sweep", hashes={p.cfg_hash for p in pts})
+    parent, existing, dirs = first.open_sweep_state("sweepP", "p", "decode", **state)
+    assert parent and existing == {} and dirs == [tmp_path / "sweep"] and first.parent_id == parent
+    other = TrackerProcess(cfg)  # the lock names the driver (this process), not the tracking process
+    with pytest.raises(SweepLocked, match=f"already running .*pid {os.getpid()},"):
+        other.open_sweep_state("sweepP", "p", "decode", **state)
+    other.close()
+    assert run_point(first, parent, pts[0]) and first.logged == 1
+    first.finish_parent(parent, {"done": 1})
+    first.close()
+    assert first.proc.returncode == 0
+    again = TrackerProcess(cfg)  # the lock went with the first tracking process
+    parent2, existing, _ = again.open_sweep_state("sweepP", "p", "decode", **state)
+    again.close()
+    assert parent2 == parent and list(existing) == [pts[0].cfg_hash]
+    (run,) = existing[pts[0].cfg_hash]
+    assert isinstance(run, RunRef) and run.info.status == "FINISHED" and run.data.metrics["throughput_tok_s"] == 0.0
