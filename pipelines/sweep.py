@@ -810,7 +810,6 @@ def run_sweep(pipeline: str, points, *, ray_cfg: dict, tracking_cfg: dict,
             _run_on_ray(pipeline, todo, named, ray_cfg, n_workers, timeout_s, record, stop, summary, job_dirs, feed)
         elif todo:
             _run_in_process(pipeline, todo, named, timeout_s, record, stop, summary, job_dirs)
-        summary.signal = stop.signum
         if writer is not None:
             if writer.pending():
                 print(f"tracking: logging the last {writer.pending()} point(s) to MLflow", file=sys.stderr, flush=True)

@@ -1,4 +1,5 @@
-"""MLflow tracking: one parent run per sweep, one child run per point, logged from the driver.
+"""MLflow tracking: one parent run per sweep, one child run per point (a sweep's logged by its
+tracking process beside the driver, ``pipelines.tracking_process``).
 
 Default store: SQLite at an absolute path in the working directory (``mlflow.db``), created by
 the first driver under a file lock; an existing tracking server when ``tracking.uri`` (or

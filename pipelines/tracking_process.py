@@ -126,7 +126,7 @@ class TrackerProcess(SpoolingTracker):
                 try:
                     _send(self.proc.stdin, (method, args, kwargs))
                     reply = _receive(self.proc.stdout)
-                except (OSError, ValueError):
+                except (OSError, ValueError, EOFError, pickle.UnpicklingError):  # a pipe cut mid-answer
                     reply = _EOF
             if reply is _EOF:
                 self._lost()
@@ -138,10 +138,17 @@ class TrackerProcess(SpoolingTracker):
             raise result
         return result
 
+    def _exit_code(self) -> int | None:
+        """The child's exit status; its pipe can close a moment before the kernel reports it."""
+        try:
+            return self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return None
+
     def _lost(self) -> None:
         if self.down:
             return
-        self.down = f"its tracking process {_ended(self.proc.poll())}"
+        self.down = f"its tracking process {_ended(self._exit_code())}"
         where = f"; results stay on disk under {self.sweep_dir}" if self.sweep_dir else ""
         print(f"warning: tracking store {self.uri}: {self.down}; going on without it{where}; rerun the same "
               f"sweep or run `gx sync` to upload what is missing", file=sys.stderr)
@@ -152,7 +159,7 @@ class TrackerProcess(SpoolingTracker):
         try:
             return self._call("open_sweep_state", self.cfg, sweep_hash, name, pipeline, **kwargs)
         except _Gone:
-            raise StoreUnavailable(f"tracking store {self.uri}: the tracking process {_ended(self.proc.poll())} "
+            raise StoreUnavailable(f"tracking store {self.uri}: the tracking process {_ended(self._exit_code())} "
                                    "before the store opened; see the messages above, or run with "
                                    "tracking.enabled=false") from None
 
