@@ -1062,10 +1062,18 @@ def _print_summary(pipeline: str, source, named, summary: SweepSummary, sweep_na
 
 
 def peak_rss_mib() -> float:
-    """The driver's peak resident memory (Linux reports ru_maxrss in KiB)."""
+    """The driver's peak resident memory: ``VmHWM`` of its own address space on Linux. Not
+    ``ru_maxrss``, which keeps the peak of the process that started the driver when that one was
+    larger (a fork, then exec: 1 GiB under a pytest worker for a 50 MiB driver)."""
     import resource
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def _swept_keys(source) -> list[str]:

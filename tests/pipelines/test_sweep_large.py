@@ -200,3 +200,15 @@ def test_top_k_by_a_pattern_takes_each_points_best_matching_metric(tmp_path):
     assert metric_value({"schedules.ring.time_s": 3.0, "schedules.direct.time_s": 2.0, "x": 0.1},
                         "schedules.*.time_s") == 2.0
     assert [r["cfg_hash"] for r in top_rows([tmp_path], "schedules.*.time_s", 2)] == ["h2", "h1"]
+
+
+def test_the_driver_reports_its_own_peak_memory_not_its_parents():
+    """A driver started by a large process (a notebook, a pytest worker) reports its own peak."""
+    child = ("import sys; sys.path.insert(0, sys.argv[1]); from pipelines.sweep import peak_rss_mib; "
+             "print(round(peak_rss_mib()))")
+    parent = ("import subprocess, sys; big = bytearray(768 << 20); big[::4096] = b'x' * len(big[::4096]); "
+              f"print(subprocess.run([sys.executable, '-c', {child!r}, sys.argv[1]], capture_output=True, "
+              "text=True, check=True).stdout.strip())")
+    out = subprocess.run([sys.executable, "-c", parent, str(ROOT)], capture_output=True, text=True, check=True,
+                         timeout=120)
+    assert 5 < int(out.stdout) < 300, out.stdout  # MiB: the child's own (≈ 30), not the parent's 768
