@@ -188,7 +188,8 @@ class FileLock:
                     return False
                 time.sleep(0.05)
         os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": self.owner_pid or os.getpid(), "since": time.strftime("%Y-%m-%d %H:%M:%S %Z")}).encode())
+        since = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        os.write(fd, json.dumps({"pid": self.owner_pid or os.getpid(), "since": since}).encode())
         self.fd = fd
         return True
 
@@ -284,6 +285,7 @@ def open_sweep_state(tracker: "Tracker", sweep_hash: str, name: str, pipeline: s
     if hashes is not None:  # computed earlier but never logged: log, don't recompute
         tracker.adopt_from_disk(parent, None, existing, hashes=hashes)
     return parent, existing, dirs
+
 
 class SpoolingTracker:
     """What a sweep's tracker does without its store: the closing line, and spooling a point the
