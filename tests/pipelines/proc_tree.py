@@ -35,3 +35,26 @@ def alive(pids) -> set[int]:
         if state != "Z":
             out.add(p)
     return out
+
+
+def descendants_running(pid: int, needle: bytes) -> set[int]:
+    """The descendants of ``pid`` whose command line contains ``needle``."""
+    found = set()
+    for kid in descendants(pid):
+        try:
+            if needle in Path(f"/proc/{kid}/cmdline").read_bytes():
+                found.add(kid)
+        except OSError:
+            continue
+    return found
+
+
+def wait_until(pred, timeout_s: float, every_s: float = 0.2) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(every_s)
+    return bool(pred())

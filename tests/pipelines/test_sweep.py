@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from proc_tree import alive, descendants
+from proc_tree import alive, descendants_running, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,35 +110,17 @@ def test_failing_points_are_recorded_and_the_rest_still_run(tmp_path):
     assert "HBM" in err or "fit" in err
 
 
-def tracking_processes(driver: int) -> set[int]:
-    found = set()
-    for pid in descendants(driver):
-        try:
-            if b"pipelines.tracking_process" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.add(pid)
-        except OSError:
-            pass
-    return found
-
-
-def wait_for(pred, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and not pred():
-        time.sleep(0.1)
-    return bool(pred())
-
-
 def test_killed_driver_then_rerun_loses_nothing_and_duplicates_nothing(tmp_path):
     points = ["batch=1,2,4,8,16", "context=32K,1M,5M", "ray.enabled=false"]
     proc = sweep(tmp_path, *points, wait=False)
     deadline = time.time() + 240
     while time.time() < deadline and len([r for r in children(tmp_path) if r[1] == "FINISHED"]) < 3:
         time.sleep(0.2)
-    trackers = tracking_processes(proc.pid)
+    trackers = descendants_running(proc.pid, b"pipelines.tracking_process")
     assert len(trackers) == 1, "the sweep's tracker runs in a process of its own"
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    assert wait_for(lambda: not alive(trackers), 10), "the tracking process dies with its driver"
+    assert wait_until(lambda: not alive(trackers), 10), "the tracking process dies with its driver"
     first = [r for r in children(tmp_path) if r[1] == "FINISHED"]
     assert 3 <= len(first) < 15, "the kill should land mid-sweep"
     again = sweep(tmp_path, *points)

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from proc_tree import alive, descendants
+from proc_tree import alive, descendants, descendants_running, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 RAY = Path(sys.executable).parent / "ray"
@@ -30,15 +30,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_until(pred, timeout_s: float, every_s: float = 0.2) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(every_s)
-    return bool(pred())
 
 
 def kill_tree(pids) -> None:
@@ -340,7 +331,7 @@ def test_a_tracking_process_killed_mid_sweep_loses_no_point_and_a_rerun_logs_eac
     sleeps = [0.3 + 0.01 * i for i in range(8)]  # eight points (eight config hashes)
     proc = sleepy_sweep(tmp_path, sleeps, "3600s", tracking=True, wait=False)
     assert wait_until(lambda: results_in_out(tmp_path) >= 2 or proc.poll() is not None, 120)
-    trackers = {p for p in descendants(proc.pid) if b"pipelines.tracking_process" in _cmdline(p)}
+    trackers = descendants_running(proc.pid, b"pipelines.tracking_process")
     assert len(trackers) == 1, "the sweep's tracker runs in a process of its own"
     os.kill(trackers.pop(), signal.SIGKILL)
     out, err = proc.communicate(timeout=120)
@@ -360,10 +351,3 @@ def test_a_tracking_process_killed_mid_sweep_loses_no_point_and_a_rerun_logs_eac
 
 def results_in_out(tmp: Path) -> int:
     return len(list((tmp / "out").glob("*/results.json")))
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
