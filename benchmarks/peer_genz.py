@@ -11,9 +11,12 @@ work does not inflate; on an idle machine it equals the wall time of these singl
 calls); the per-point figure is the median over points of each point's median.
 
 Per sweep: GenZ's per-point median x 2,160 against gxnet's measured
-``gx search -m experiment=figure4_megatron`` (Ray and MLflow on, in a temporary folder; the
-median of ``--sweep-runs`` runs; ``--no-sweep`` skips it and uses gxnet's per-point figure x
-2,160 instead, labelled as such).
+``gx search -m experiment=figure4_megatron`` (Ray and MLflow on, in a temporary folder, cold and
+warm OCS plan store). The two are interleaved in ``--sweep-runs`` rounds: each round times GenZ
+again, then runs the cold and the warm search, so every search is set against a GenZ timing
+taken a minute before it (this host's speed drifts by up to 2x within minutes); the figures are
+the medians of the rounds and the median of the rounds' ratios. ``--no-sweep`` skips the
+search and uses gxnet's per-point figure x 2,160 instead, labelled as such.
 
 GenZ is an optional benchmark extra, never a runtime dependency: install it into its own
 environment (``python -m venv .venv-bench && .venv-bench/bin/pip install '.[bench]'``: genz-llm
@@ -133,28 +136,48 @@ def time_gxnet(points, repeats: int) -> dict:
     return {"rows": rows}
 
 
-def time_search(runs: int) -> dict[str, list[float]]:
-    """Wall seconds of ``gx search -m experiment=figure4_megatron`` with Ray and MLflow on, each
-    run in a fresh folder with a fresh MLflow store: "cold" with an empty OCS plan store, then
-    "warm", the same search again with the plan store the cold run left (a re-run)."""
+def search_round() -> dict[str, float]:
+    """Wall seconds of ``gx search -m experiment=figure4_megatron`` with Ray and MLflow on, in a
+    fresh folder with a fresh MLflow store: "cold" with an empty OCS plan store, then "warm", the
+    same search again with the plan store the cold run left (a re-run)."""
     from benchmarks.search_sweep import wait_for_report
 
-    walls: dict[str, list[float]] = {"cold": [], "warm": []}
-    for r in range(runs):
-        with tempfile.TemporaryDirectory() as tmp:
-            for kind in walls:
-                env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{tmp}/{kind}-mlflow.db", GX_TRACKING="true",
-                           GX_PLAN_STORE=f"{tmp}/plan-store")
-                cmd = [sys.executable, "-m", "pipelines.search", "-m", "experiment=figure4_megatron",
-                       "tracking=mlflow", f"hydra.sweep.dir={tmp}/{kind}-sweep"]
-                t0 = time.perf_counter()
-                proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True,
-                                      env={**env, "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")})
-                walls[kind].append(time.perf_counter() - t0)
-                if proc.returncode:
-                    sys.exit(f"search sweep failed:\n{proc.stderr[-3000:]}")
-                wait_for_report(proc.stderr)  # the next run starts once this one's report is attached
+    walls: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in ("cold", "warm"):
+            env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{tmp}/{kind}-mlflow.db", GX_TRACKING="true",
+                       GX_PLAN_STORE=f"{tmp}/plan-store")
+            cmd = [sys.executable, "-m", "pipelines.search", "-m", "experiment=figure4_megatron",
+                   "tracking=mlflow", f"hydra.sweep.dir={tmp}/{kind}-sweep"]
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True,
+                                  env={**env, "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")})
+            walls[kind] = time.perf_counter() - t0
+            if proc.returncode:
+                sys.exit(f"search sweep failed:\n{proc.stderr[-3000:]}")
+            wait_for_report(proc.stderr)  # the next run starts once this one's report is attached
     return walls
+
+
+def genz_sweep_s(genz: dict) -> float:
+    """GenZ's time for the sweep: its per-point median x 2,160."""
+    return statistics.median(r["median_s"] for r in genz["rows"]) * SWEEP_POINTS
+
+
+def interleaved_rounds(py: str | None, points, rounds: int, repeats: int) -> list[dict]:
+    """``rounds`` rounds of (GenZ's per-point timing, then the cold and the warm search): this
+    host's speed drifts by up to 2x within minutes, so each search is set against the GenZ
+    timing taken just before it; printed as each round ends."""
+    out = []
+    for r in range(rounds):
+        genz_s = genz_sweep_s(time_genz(py, points, repeats)) if py else None
+        walls = search_round()
+        row = {"genz_s": genz_s, **walls}
+        out.append(row)
+        ratios = "".join(f", {k} / GenZ = {walls[k] / genz_s:.3f}" for k in ("cold", "warm")) if genz_s else ""
+        print(f"round {r + 1}: " + (f"GenZ {genz_s:.1f} s, " if genz_s else "")
+              + f"search cold {walls['cold']:.1f} s, warm {walls['warm']:.1f} s{ratios}", flush=True)
+    return out
 
 
 def main() -> None:
@@ -164,7 +187,8 @@ def main() -> None:
     ap.add_argument("--contexts", default="1K,4K,16K,32K")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--genz-python", default=None, help="interpreter with genz-llm (default: .venv-bench)")
-    ap.add_argument("--sweep-runs", type=int, default=3)
+    ap.add_argument("--sweep-runs", type=int, default=3,
+                    help="rounds of (GenZ timing, cold search, warm search), interleaved")
     ap.add_argument("--no-sweep", action="store_true", help="do not run the 2,160-point search")
     ap.add_argument("--search-s", type=float, default=None,
                     help="use this measured search wall time (s) instead of running the sweep")
@@ -198,22 +222,31 @@ def main() -> None:
           + (f", GenZ {statistics.median(r['median_s'] for r in genz['rows']) * 1e3:.2f} ms, "
              f"ratio GenZ/gxnet {statistics.median(r['median_s'] for r in genz['rows']) / gx_point:.1f}x"
              if genz else ""))
-    if args.search_s is not None:
-        searches = {"given": (args.search_s, "given with --search-s")}
-    elif args.no_sweep:
-        searches = {"estimated": (gx_point * SWEEP_POINTS, "gxnet per-point median x 2,160 (no sweep run)")}
-    else:
-        walls = time_search(args.sweep_runs)
-        searches = {kind: (statistics.median(w), f"measured `gx search -m experiment=figure4_megatron` (Ray + "
-                           f"MLflow), {kind} OCS plan store, median of {len(w)}: " + ", ".join(f"{x:.1f}" for x in w) + " s")
-                    for kind, w in walls.items()}
-    genz_sweep = statistics.median(r["median_s"] for r in genz["rows"]) * SWEEP_POINTS if genz else None
-    if genz:
-        print(f"per {SWEEP_POINTS:,}-point sweep: GenZ {genz_sweep:.1f} s (per-point median x {SWEEP_POINTS:,})")
-    for kind, (search_s, how) in searches.items():
+    if args.search_s is not None or args.no_sweep:
+        search_s = args.search_s if args.search_s is not None else gx_point * SWEEP_POINTS
+        how = "given with --search-s" if args.search_s is not None else "gxnet per-point median x 2,160 (no sweep run)"
+        genz_sweep = genz_sweep_s(genz) if genz else None
+        if genz:
+            print(f"per {SWEEP_POINTS:,}-point sweep: GenZ {genz_sweep:.1f} s (per-point median x {SWEEP_POINTS:,})")
         print(f"per {SWEEP_POINTS:,}-point sweep: gxnet {search_s:.1f} s ({how})"
               + (f"; gxnet / GenZ = {search_s / genz_sweep:.3f}" if genz else ""))
-
+        return
+    rounds = interleaved_rounds(py, points, args.sweep_runs, args.repeats)
+    med = {k: statistics.median(r[k] for r in rounds) for k in ("cold", "warm")}
+    if genz:
+        genz_med = statistics.median(r["genz_s"] for r in rounds)
+        print(f"per {SWEEP_POINTS:,}-point sweep: GenZ {genz_med:.1f} s (per-point median x {SWEEP_POINTS:,}, "
+              f"median of {len(rounds)} rounds: " + ", ".join(f"{r['genz_s']:.1f}" for r in rounds) + " s)")
+    for kind, search_s in med.items():
+        walls = ", ".join(f"{r[kind]:.1f}" for r in rounds)
+        ratio = ""
+        if genz:
+            per_round = [r[kind] / r["genz_s"] for r in rounds]
+            ratio = (f"; gxnet / GenZ = {statistics.median(per_round):.3f} (median of the rounds' ratios: "
+                     + ", ".join(f"{x:.3f}" for x in per_round) + f"; ratio of the medians {search_s / genz_med:.3f})")
+        print(f"per {SWEEP_POINTS:,}-point sweep: gxnet {search_s:.1f} s (measured `gx search -m "
+              f"experiment=figure4_megatron` (Ray + MLflow), {kind} OCS plan store, median of {len(rounds)}: "
+              f"{walls} s){ratio}")
 
 if __name__ == "__main__":
     main()

@@ -71,21 +71,22 @@ def drop_template(template: Path | None) -> None:
 
 
 def _copy_atomically(source: Path, target: Path, *, without_experiments: bool = False) -> None:
-    """``target`` becomes a consistent copy of the SQLite database ``source`` (written beside it,
-    then renamed); ``without_experiments``: its experiments deleted (the Default one, which MLflow
-    re-creates per store)."""
+    """``target`` becomes a consistent copy of the SQLite database ``source`` in one file (written
+    beside it in rollback-journal mode, then renamed); ``without_experiments``: its experiments
+    deleted (the Default one, which MLflow re-creates per store)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".tmp")
     os.close(fd)
     try:
         _backup(source, Path(tmp))
-        if without_experiments:
-            con = sqlite3.connect(tmp)
-            try:
+        con = sqlite3.connect(tmp)
+        try:
+            if without_experiments:
                 con.execute("DELETE FROM experiments")
                 con.commit()
-            finally:
-                con.close()
+            con.execute("PRAGMA journal_mode=DELETE")  # one plain file, whatever the source's journal (WAL)
+        finally:
+            con.close()
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):

@@ -269,7 +269,7 @@ def project_env(**extra: str) -> dict[str, str]:
 def open_tracker(tracking_cfg: dict) -> "Tracker":
     """The Tracker a config asks for (probed: :class:`StoreUnavailable` when unreachable)."""
     return Tracker(uri=tracking_cfg.get("uri") or default_uri(), experiment=tracking_cfg.get("experiment") or "gxnet",
-                   report=bool(tracking_cfg.get("report", True)))
+                   report=bool(tracking_cfg.get("report", True)), sqlite_wal=bool(tracking_cfg.get("sqlite_wal", True)))
 
 
 def open_sweep_state(tracker: "Tracker", sweep_hash: str, name: str, pipeline: str, *, swept: dict,
@@ -340,6 +340,7 @@ class Tracker(SpoolingTracker):
     uri: str
     experiment: str
     report: bool = True  # attach the report's table and figures to a sweep's parent run
+    sqlite_wal: bool = True  # a local SQLite store logs in WAL mode (pipelines/sqlite_journal.py)
     down: str | None = field(default=None, init=False)  # why the store stopped answering
     sweep_hash: str | None = field(default=None, init=False)
     sweep_name: str | None = field(default=None, init=False)
@@ -380,6 +381,10 @@ class Tracker(SpoolingTracker):
                 raise StoreUnavailable(f"SQLite store {db} stayed locked for 120 s by {lock.holder()}; "
                                        f"stop that process or remove {lock.path} if it is gone")
         try:
+            if db is not None and self.sqlite_wal:
+                from pipelines.sqlite_journal import use_wal
+
+                use_wal(db)
             mlflow.set_tracking_uri(self.uri)
             self.client = self._new_client(db, mlflow.__version__)
             self.experiment_id = self._experiment()
@@ -461,6 +466,11 @@ class Tracker(SpoolingTracker):
         self._sweep_lock = lock  # held until this process exits (or close())
 
     def close(self) -> None:
+        db = _sqlite_path(self.uri)
+        if db is not None and self.sqlite_wal:
+            from pipelines.sqlite_journal import checkpoint
+
+            checkpoint(db)
         if self._sweep_lock is not None:
             self._sweep_lock.release()
             self._sweep_lock = None

@@ -103,7 +103,8 @@ class TrackerProcess(SpoolingTracker):
     def __init__(self, tracking_cfg: dict):
         self.uri = tracking_cfg.get("uri") or default_uri()
         self.experiment = tracking_cfg.get("experiment") or "gxnet"
-        self.cfg = {"uri": self.uri, "experiment": self.experiment, "report": bool(tracking_cfg.get("report", True))}
+        self.cfg = {"uri": self.uri, "experiment": self.experiment, "report": bool(tracking_cfg.get("report", True)),
+                    "sqlite_wal": bool(tracking_cfg.get("sqlite_wal", True))}
         self.down: str | None = None
         self.unlogged = self.logged = 0
         self.parent_id = self.report_pid = self.sweep_hash = self.sweep_name = self.n_points = None
