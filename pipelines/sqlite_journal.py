@@ -89,7 +89,7 @@ def checkpoint(db: Path) -> None:
     if os.path.realpath(db) not in _WAL_FILES:
         return
     try:
-        con = sqlite3.connect(db, timeout=10.0)
+        con = sqlite3.connect(db, timeout=2.0)  # a reader in the way (the report process) delays the end by no more
         try:
             con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
