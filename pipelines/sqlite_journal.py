@@ -89,7 +89,9 @@ def checkpoint(db: Path) -> None:
     if os.path.realpath(db) not in _WAL_FILES:
         return
     try:
-        con = sqlite3.connect(db, timeout=2.0)  # a reader in the way (the report process) delays the end by no more
+        # mode=rw: a database deleted meanwhile is not made anew; a reader in the way (the report
+        # process) delays the end by 2 s at most
+        con = sqlite3.connect(Path(db).resolve().as_uri() + "?mode=rw", uri=True, timeout=2.0)
         try:
             con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:

@@ -122,3 +122,12 @@ def test_the_sweeps_tracking_process_follows_the_setting_and_checkpoints_at_clos
     log = tmp_path / "m.db-wal"  # looked at before any other connection opens (and checkpoints) it
     assert log.exists() == wal and (not wal or log.stat().st_size == 0)  # every commit is in the database file
     assert _mode(db)[0] == ("wal" if wal else "delete")
+
+
+def test_a_checkpoint_of_a_database_deleted_meanwhile_makes_none(tmp_path):
+    db = tmp_path / "gone.db"
+    sqlite3.connect(db).close()
+    sqlite_journal.use_wal(db)
+    db.unlink()
+    sqlite_journal.checkpoint(db)
+    assert not db.exists()
