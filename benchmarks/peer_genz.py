@@ -159,9 +159,14 @@ def search_round() -> dict[str, float]:
     return walls
 
 
+def point_s(timed: dict) -> float:
+    """The per-point figure of one side: the median over points of each point's median."""
+    return statistics.median(r["median_s"] for r in timed["rows"])
+
+
 def genz_sweep_s(genz: dict) -> float:
     """GenZ's time for the sweep: its per-point median x 2,160."""
-    return statistics.median(r["median_s"] for r in genz["rows"]) * SWEEP_POINTS
+    return point_s(genz) * SWEEP_POINTS
 
 
 def interleaved_rounds(py: str | None, points, rounds: int, repeats: int) -> list[dict]:
@@ -217,11 +222,9 @@ def main() -> None:
             step = "-" if g["decode_step_ms"] is None else f"{g['decode_step_ms']:.3f}"
             line += f" {g['median_s'] * 1e3:>8.2f} {step:>13} {g['median_s'] / row['median_s']:>10.1f}x"
         print(line)
-    gx_point = statistics.median(r["median_s"] for r in gx["rows"])
+    gx_point = point_s(gx)
     print(f"per point (median): gxnet {gx_point * 1e3:.2f} ms"
-          + (f", GenZ {statistics.median(r['median_s'] for r in genz['rows']) * 1e3:.2f} ms, "
-             f"ratio GenZ/gxnet {statistics.median(r['median_s'] for r in genz['rows']) / gx_point:.1f}x"
-             if genz else ""))
+          + (f", GenZ {point_s(genz) * 1e3:.2f} ms, ratio GenZ/gxnet {point_s(genz) / gx_point:.1f}x" if genz else ""))
     if args.search_s is not None or args.no_sweep:
         search_s = args.search_s if args.search_s is not None else gx_point * SWEEP_POINTS
         how = "given with --search-s" if args.search_s is not None else "gxnet per-point median x 2,160 (no sweep run)"
