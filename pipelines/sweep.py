@@ -155,7 +155,9 @@ def run_points(pipeline: str, cfgs: list[dict], timeout_s: float | None = None,
     """Worker side: run the pipeline's pure task on each config (no files, no MLflow).
     ``artifacts=False``: drop the points' artifacts here (a sweep without job folders)."""
     from collectives.errors import SpecError
+    from pipelines.collector import pace_collector
 
+    pace_collector()  # a worker's memo tables grow for the whole sweep (pipelines/collector.py)
     # a dotted name is a module of its own (a test pipeline); the others live in pipelines/
     module = importlib.import_module(pipeline if "." in pipeline else f"pipelines.{pipeline}")
     task = module.main.task

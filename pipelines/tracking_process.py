@@ -29,6 +29,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipelines.collector import pace_collector
 from pipelines.tracking import SpoolingTracker, StoreUnavailable, default_uri, project_env
 
 # The child opens the store at the driver's priority: the driver records no point before the
@@ -277,6 +278,7 @@ def main(argv: list[str]) -> None:
         signal.signal(sig, signal.SIG_IGN)
     _die_with(driver_pid)
     _renice(open_nice)
+    pace_collector()
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # print() goes to the driver's stderr; the answers have the pipe to themselves
     serve(sys.stdin.buffer, out, driver_pid, nice)
