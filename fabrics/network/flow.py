@@ -52,7 +52,8 @@ class FlowPhasePricer(PhasePricer):
         """One flow per transfer (accelerator ids) over the capacities it crosses."""
         n, f = self.n_acc, np.arange(sa.size)
         if self.spec.level1_kind == OCS:
-            return _compact(f, sa * n + da, np.ones(sa.size), self.circuit_cap, sa.size)
+            slot, _ = self.ocs_slots(sa * n + da)  # connected: ``phase_cost`` checked every pair first
+            return _compact(f, slot, np.ones(sa.size), self.circuit_cap, sa.size)
         flow_ids, res_ids, coefs = [f, f], [sa, n + da], [np.ones(sa.size), np.ones(sa.size)]
         caps = [np.full(2 * n, self.port_cap)]
         if self.spec.levels == 2:

@@ -80,6 +80,24 @@ def test_missing_circuit_is_a_spec_error():
         PhasePricer(routed).phase_cost(np.array([0]), np.array([3]), np.array([1.0]))  # 0→3 is not a cube edge
 
 
+@pytest.mark.parametrize("kind, world", [("single_ocs", 32), ("all_ocs", 32)])
+def test_ocs_tables_hold_the_connected_pairs_only(kind, world):
+    """One entry per connected (src, dst) pair, sorted by pair id -- no n²-long tables; a pair the
+    configuration does not connect has no slot."""
+    routed = routed_fabric(kind, world)
+    pricer = PhasePricer(routed)
+    table = routed._circuits
+    n = pricer.n_acc
+    assert pricer.ocs_pairs.tolist() == sorted(a * n + b for a, b in table)
+    assert pricer.ocs_pairs.size < n * n / 4 and pricer.circuit_cap.size == pricer.ocs_pairs.size
+    for (a, b), (circuits, _) in list(table.items())[:20]:
+        slot, connected = pricer.ocs_slots(np.array([a * n + b]))
+        assert connected[0] and pricer.circuits[slot[0]] == circuits
+    acc = routed.allocation.accelerators
+    _, connected = pricer.ocs_slots(np.array([acc[0] * n + acc[3], -1, n * n]))  # not a cube edge; out of range
+    assert not connected.any()
+
+
 # --- the fast paths equal the straightforward ones ----------------------------------------------
 
 @pytest.mark.parametrize("kind, world", [("single_eps", 32), ("all_eps", 32), ("hybrid", 32), ("all_eps", 64),
