@@ -208,18 +208,17 @@ def precheck_overrides(config_name: str, argv: list[str]) -> None:
         start_sweep_ray_early(composed, args.overrides)
 
 
-GX_LAUNCHER = "hydra_plugins.gx_ray_launcher.gx_ray_launcher.GxRayLauncher"
-
-
 def start_sweep_ray_early(composed: dict, overrides: list[str]) -> None:
     """A ``-m`` sweep on the gx_ray launcher: begin starting its private Ray now, from the config
     the precheck composed -- Hydra composes it twice more (≈ 0.3 s on 2 cores) before the
     launcher's own early start, which then finds this one (``pipelines.ray_cluster.start_early``).
     Not when a command-line override touches ``ray``: a swept ``ray`` value would make the
     precheck's first variant differ from the launcher's config."""
+    from hydra_plugins.gx_ray_launcher.gx_ray_launcher import GxRayLauncherConf
+
     launcher = ((composed.get("hydra") or {}).get("launcher") or {}).get("_target_")
     ray_cfg = composed.get("ray")
-    if launcher != GX_LAUNCHER or not isinstance(ray_cfg, dict) or "${" in repr(ray_cfg):
+    if launcher != GxRayLauncherConf._target_ or not isinstance(ray_cfg, dict) or "${" in repr(ray_cfg):
         return  # not a gx sweep, or a ray node that only the launcher's config resolves
     if any(o.lstrip("+~").split("=", 1)[0].split(".", 1)[0].split("@", 1)[0] == "ray" for o in overrides):
         return
