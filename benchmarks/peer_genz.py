@@ -16,7 +16,10 @@ warm OCS plan store). The two are interleaved in ``--sweep-runs`` rounds: each r
 again, then runs the cold and the warm search, so every search is set against a GenZ timing
 taken a minute before it (this host's speed drifts by up to 2x within minutes); the figures are
 the medians of the rounds and the median of the rounds' ratios. ``--no-sweep`` skips the
-search and uses gxnet's per-point figure x 2,160 instead, labelled as such.
+search and uses gxnet's per-point figure x 2,160 instead, labelled as such. Each round first
+times a fresh process's first touch of 1 GiB (``first touch … us/page``), the host's state:
+a search is made of fresh processes that grow into ≈ 1.2 GiB of new memory, GenZ's timed loop is
+one steady process (docs/benchmarks.md, the slow state).
 
 GenZ is an optional benchmark extra, never a runtime dependency: install it into its own
 environment (``python -m venv .venv-bench && .venv-bench/bin/pip install '.[bench]'``: genz-llm
@@ -173,14 +176,20 @@ def interleaved_rounds(py: str | None, points, rounds: int, repeats: int) -> lis
     """``rounds`` rounds of (GenZ's per-point timing, then the cold and the warm search): this
     host's speed drifts by up to 2x within minutes, so each search is set against the GenZ
     timing taken just before it; printed as each round ends."""
+    from benchmarks.cpu_by_process import first_touch_us
+
     out = []
     for r in range(rounds):
+        # the host's state: a fresh process's first touch of new memory, which the search's fresh
+        # processes pay ~300,000 times; probed before GenZ's timing (minutes before the searches,
+        # so the pages it frees are the host's again when they start)
+        touch_us = first_touch_us()
         genz_s = genz_sweep_s(time_genz(py, points, repeats)) if py else None
         walls = search_round()
-        row = {"genz_s": genz_s, **walls}
+        row = {"genz_s": genz_s, "first_touch_us": touch_us, **walls}
         out.append(row)
         ratios = "".join(f", {k} / GenZ = {walls[k] / genz_s:.3f}" for k in ("cold", "warm")) if genz_s else ""
-        print(f"round {r + 1}: " + (f"GenZ {genz_s:.1f} s, " if genz_s else "")
+        print(f"round {r + 1}: first touch {touch_us:.1f} us/page, " + (f"GenZ {genz_s:.1f} s, " if genz_s else "")
               + f"search cold {walls['cold']:.1f} s, warm {walls['warm']:.1f} s{ratios}", flush=True)
     return out
 
@@ -250,6 +259,10 @@ def main() -> None:
         print(f"per {SWEEP_POINTS:,}-point sweep: gxnet {search_s:.1f} s (measured `gx search -m "
               f"experiment=figure4_megatron` (Ray + MLflow), {kind} OCS plan store, median of {len(rounds)}: "
               f"{walls} s){ratio}")
+    print("host: a fresh process's first touch of new memory, us per 4 KiB page, per round: "
+          + ", ".join(f"{r['first_touch_us']:.1f}" for r in rounds)
+          + " (about 2 where the host backs free memory, 20-30 where it has taken it back)")
+
 
 if __name__ == "__main__":
     main()

@@ -39,3 +39,10 @@ def test_a_busy_child_is_counted_with_its_cpu_time():
     user_s, sys_s, n, faults = by_kind[name]
     assert n == 1 and user_s + sys_s >= 0.3 and faults > 0  # the last sample is at most 20 ms old
     assert set(host) == {"user", "system", "idle", "steal"} and host["user"] + host["system"] >= 0.3
+
+
+def test_first_touch_times_a_fresh_process_per_page():
+    from benchmarks.cpu_by_process import first_touch_us
+
+    us = first_touch_us(mib=8)
+    assert 0.01 < us < 10_000  # a fresh mapping touched page by page: microseconds, never zero
