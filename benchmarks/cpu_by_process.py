@@ -4,10 +4,10 @@
 
 Where a sweep's CPU goes when the host is short of it: a `gx ... -m` command's processes are
 the driver, the tracking process, Ray's GCS, raylet, agents and workers (started by the raylet,
-never waited on by the driver, so `time` does not count them). This samples every process that
-appears while the command runs (``/proc/<pid>/stat`` every ``--every-s``), keeps each one's last
-user and system time and minor page faults, and sums them by kind (the name Ray gives its
-processes, else the command's first words). Beside it: the host's user, system, idle and steal
+never waited on by the driver, so `time` does not count them). This samples the command and
+every process it starts, directly or not (``/proc/<pid>/stat`` every ``--every-s``; a process
+whose parent has ended stays counted), keeps each one's last user and system time and minor page
+faults, and sums them by kind (the name Ray gives its processes, else the command's first words). Beside it: the host's user, system, idle and steal
 time over the command (``/proc/stat``, all CPUs), which says whether a slow run was short of
 CPU (little idle), lost it to the hypervisor (steal) or spent it in the kernel (system).
 A process that starts and ends between two samples is missed; ``--every-s 0.05`` misses less.
@@ -34,14 +34,16 @@ class ProcCPU:
     user_s: float
     sys_s: float
     minor_faults: int
+    ppid: int = 0
 
 
 def parse_stat(text: str) -> ProcCPU:
-    """User and system seconds and minor faults from a ``/proc/<pid>/stat`` line (the command
-    name in parentheses may hold spaces and parentheses: fields are counted after the last ')')."""
+    """User and system seconds, minor faults and parent from a ``/proc/<pid>/stat`` line (the
+    command name in parentheses may hold spaces and parentheses: fields are counted after the last ')')."""
     fields = text.rsplit(")", 1)[1].split()
-    # after ')': state(0) ppid pgrp session tty tpgid flags minflt(7) cminflt majflt cmajflt utime(11) stime(12)
-    return ProcCPU(user_s=int(fields[11]) / HZ, sys_s=int(fields[12]) / HZ, minor_faults=int(fields[7]))
+    # after ')': state(0) ppid(1) pgrp session tty tpgid flags minflt(7) cminflt majflt cmajflt utime(11) stime(12)
+    return ProcCPU(user_s=int(fields[11]) / HZ, sys_s=int(fields[12]) / HZ, minor_faults=int(fields[7]),
+                   ppid=int(fields[1]))
 
 
 def kind_of(cmdline: str) -> str:
@@ -75,21 +77,30 @@ def run_sampled(argv: list[str], every_s: float = 0.1) -> tuple[int, float, dict
     """Run ``argv``; (exit code, wall s, {kind: [user s, sys s, processes, minor faults]}, host seconds)."""
     before = {p for p in os.listdir("/proc") if p.isdigit()}
     seen: dict[str, tuple[str, ProcCPU]] = {}
+    tree: set[int] = set()  # the command and its descendants, as far as sampled (an orphan keeps its place)
 
     def sample() -> None:
+        fresh = {}
         for pid in os.listdir("/proc"):
-            if not pid.isdigit() or pid in before:
-                continue
-            got = _read(pid)
-            if got is None:
-                continue
-            cmd, cpu = got
-            if not cmd and pid in seen:  # an exiting process has no command line left: keep its name
-                cmd = seen[pid][0]
-            seen[pid] = (cmd, cpu)
+            if pid.isdigit() and pid not in before:
+                got = _read(pid)
+                if got is not None:
+                    fresh[pid] = got
+        grew = True
+        while grew:  # a child may be listed before its parent joins the tree
+            grew = False
+            for pid, (cmd, cpu) in fresh.items():
+                if int(pid) in tree or cpu.ppid in tree:
+                    if int(pid) not in tree:
+                        tree.add(int(pid))
+                        grew = True
+                    if not cmd and pid in seen:  # an exiting process has no command line left: keep its name
+                        cmd = seen[pid][0]
+                    seen[pid] = (cmd, cpu)
 
     h0, t0 = host_ticks(), time.perf_counter()
     proc = subprocess.Popen(argv)
+    tree.add(proc.pid)
     while proc.poll() is None:
         sample()
         time.sleep(every_s)
@@ -97,8 +108,6 @@ def run_sampled(argv: list[str], every_s: float = 0.1) -> tuple[int, float, dict
     wall_s, h1 = time.perf_counter() - t0, host_ticks()
     by_kind: dict[str, list] = defaultdict(lambda: [0.0, 0.0, 0, 0])
     for pid, (cmd, cpu) in seen.items():
-        if pid == str(os.getpid()):
-            continue
         row = by_kind[kind_of(cmd)]
         row[0] += cpu.user_s
         row[1] += cpu.sys_s

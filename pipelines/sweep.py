@@ -29,7 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelines.ray_cluster import lean_serialization, lean_serialization_in_worker
 from pipelines.tracking import TrackingWriter
+
+# a Ray worker imports this module to load the sweep's task (run_points), before it decodes the
+# task's arguments: leave out Ray's serialization add-ons there (ray_cluster.lean_serialization)
+lean_serialization_in_worker()
 
 # config keys that say how a point runs, not what it computes: not part of a point's identity
 ORCHESTRATION_KEYS = ("hydra", "ray", "tracking", "sweep")
@@ -581,6 +586,7 @@ class RayFeed:
                  artifacts: bool = True):
         import ray
 
+        lean_serialization()  # before the driver's first task builds its serialization context
         self.ray, self.pipeline, self.points, self.timeout_s, self.artifacts = ray, pipeline, points, timeout_s, artifacts
         self.remote = ray.remote(num_cpus=1, max_retries=0)(run_points)
         self.units = _units(points, candidates, ray_cfg.get("colocate") or (), ray_cfg.get("affinity") or (), n_workers)

@@ -11,8 +11,9 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 def test_parse_stat_counts_fields_after_the_last_parenthesis():
     # a command name with a space and a parenthesis, as Ray's renamed processes can have
-    fields = ["S", "1", "2", "3", "0", "-1", "4194560", "777", "0", "5", "0", str(3 * HZ), str(HZ // 2)]
+    fields = ["S", "41", "2", "3", "0", "-1", "4194560", "777", "0", "5", "0", str(3 * HZ), str(HZ // 2)]
     cpu = parse_stat("4242 (ray::run (x)) " + " ".join(fields + ["0"] * 10))
+    assert cpu.ppid == 41
     assert cpu.user_s == pytest.approx(3.0)
     assert cpu.sys_s == pytest.approx(0.5)
     assert cpu.minor_faults == 777
@@ -30,7 +31,7 @@ def test_kind_of(cmdline, kind):
     assert kind_of(cmdline) == kind
 
 
-def test_a_busy_child_is_counted_with_its_cpu_time():
+def test_a_busy_child_is_counted_with_its_cpu_time_and_nothing_else_is():
     # 0.4 s of its own CPU however busy the host is (the clock read once per 100,000 additions)
     busy = "import time\nx = 0\nwhile time.process_time() < 0.4:\n    for _ in range(100000): x += 1"
     rc, wall_s, by_kind, host = run_sampled([sys.executable, "-c", busy], every_s=0.02)
@@ -46,3 +47,11 @@ def test_first_touch_times_a_fresh_process_per_page():
 
     us = first_touch_us(mib=8)
     assert 0.01 < us < 10_000  # a fresh mapping touched page by page: microseconds, never zero
+
+
+def test_a_grandchild_is_counted_too():
+    busy = "import time\nx = 0\nwhile time.process_time() < 0.3:\n    for _ in range(100000): x += 1"
+    parent = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {busy!r}], check=True)"
+    rc, _, by_kind, _ = run_sampled([sys.executable, "-c", parent], every_s=0.02)
+    user_s, sys_s, n, _ = by_kind[sys.executable.rsplit("/", 1)[-1]]
+    assert rc == 0 and n == 2 and user_s + sys_s >= 0.25
