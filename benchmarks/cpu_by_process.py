@@ -7,10 +7,13 @@ the driver, the tracking process, Ray's GCS, raylet, agents and workers (started
 never waited on by the driver, so `time` does not count them). This samples the command and
 every process it starts, directly or not (``/proc/<pid>/stat`` every ``--every-s``; a process
 whose parent has ended stays counted), keeps each one's last user and system time and minor page
-faults, and sums them by kind (the name Ray gives its processes, else the command's first words). Beside it: the host's user, system, idle and steal
-time over the command (``/proc/stat``, all CPUs), which says whether a slow run was short of
-CPU (little idle), lost it to the hypervisor (steal) or spent it in the kernel (system).
-A process that starts and ends between two samples is missed; ``--every-s 0.05`` misses less.
+faults, and sums them by kind (the name Ray gives its processes, else the command's first
+words). Beside it: the host's user, system, idle and steal time over the command (``/proc/stat``,
+all CPUs), which says whether a slow run was short of CPU (little idle), lost it to the
+hypervisor (steal) or spent it in the kernel (system). ``--first-touch`` also times a fresh
+process's first touch of 1 GiB before the command (:func:`first_touch_us`: the host's price of
+new memory). A process that starts and ends between two samples is missed; ``--every-s 0.05``
+misses less.
 """
 
 from __future__ import annotations
