@@ -151,9 +151,12 @@ def lean_serialization_in_worker() -> None:
     sweep's task is imported: a worker imports it to load the task, before it decodes the task's
     arguments, the first use of its serialization context (nothing earlier can reach the worker
     without a runtime environment, which would stop Ray from starting workers ahead of the tasks)."""
-    ray = sys.modules.get("ray")
-    worker = getattr(getattr(getattr(ray, "_private", None), "worker", None), "global_worker", None)
-    if worker is not None and getattr(worker, "mode", None) == getattr(ray, "WORKER_MODE", object()):
+    ray = sys.modules.get("ray")  # not imported: not a Ray worker
+    try:
+        in_worker = ray is not None and ray._private.worker.global_worker.mode == ray.WORKER_MODE
+    except AttributeError:  # another Ray layout: leave its serialization as it is
+        return
+    if in_worker:
         lean_serialization()
 
 
