@@ -31,6 +31,16 @@ def template_path(mlflow_version: str) -> Path | None:
     return None if folder is None else folder / f"mlflow-{mlflow_version}.db"
 
 
+def installed_mlflow() -> str | None:
+    """The installed MLflow's version, read from its package metadata (without importing it)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("mlflow")
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def is_new_store(db: Path) -> bool:
     return not db.exists() or db.stat().st_size == 0
 

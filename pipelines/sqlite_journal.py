@@ -52,12 +52,21 @@ def wal_allowed(db: Path, mounts: str = "/proc/mounts") -> bool:
     return kind is not None and kind not in NETWORK_FS
 
 
-def use_wal(db: Path) -> bool:
-    """From now on, this process's SQLAlchemy connections to ``db`` run it in WAL mode with
-    ``synchronous=NORMAL`` (when its filesystem allows; returns whether it does)."""
+def allow_wal(db: Path) -> bool:
+    """From now on, connections of this process to ``db`` that :func:`switch_connection` is given
+    run it in WAL mode with ``synchronous=NORMAL`` (when its filesystem allows; returns whether
+    it does)."""
     if not wal_allowed(db):
         return False
     _WAL_FILES.add(os.path.realpath(db))
+    return True
+
+
+def use_wal(db: Path) -> bool:
+    """:func:`allow_wal`, and this process's SQLAlchemy connections to ``db`` are switched as
+    they open."""
+    if not allow_wal(db):
+        return False
     if not _LISTENING[0]:
         from sqlalchemy import event
         from sqlalchemy.engine import Engine
@@ -67,20 +76,24 @@ def use_wal(db: Path) -> bool:
     return True
 
 
-def _on_connect(dbapi_conn, _record) -> None:
-    if not isinstance(dbapi_conn, sqlite3.Connection):
-        return
+def switch_connection(con: sqlite3.Connection) -> None:
+    """Put one connection in WAL mode with ``synchronous=NORMAL`` if its database was allowed."""
     try:
-        files = [row[2] for row in dbapi_conn.execute("PRAGMA database_list") if row[1] == "main"]
+        files = [row[2] for row in con.execute("PRAGMA database_list") if row[1] == "main"]
         if not files or os.path.realpath(files[0]) not in _WAL_FILES:
             return
-        (mode,) = dbapi_conn.execute("PRAGMA journal_mode").fetchone()  # asking takes no lock
+        (mode,) = con.execute("PRAGMA journal_mode").fetchone()  # asking takes no lock
         if str(mode).lower() != "wal":  # switching does: once per database
-            (mode,) = dbapi_conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            (mode,) = con.execute("PRAGMA journal_mode=WAL").fetchone()
         if str(mode).lower() == "wal":  # NORMAL is safe in WAL mode only
-            dbapi_conn.execute("PRAGMA synchronous=NORMAL")
+            con.execute("PRAGMA synchronous=NORMAL")
     except sqlite3.Error:  # locked by another process meanwhile: this connection keeps the old mode
         pass
+
+
+def _on_connect(dbapi_conn, _record) -> None:
+    if isinstance(dbapi_conn, sqlite3.Connection):
+        switch_connection(dbapi_conn)
 
 
 def checkpoint(db: Path) -> None:

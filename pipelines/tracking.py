@@ -266,10 +266,13 @@ def project_env(**extra: str) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p), **extra)
 
 
-def open_tracker(tracking_cfg: dict) -> "Tracker":
-    """The Tracker a config asks for (probed: :class:`StoreUnavailable` when unreachable)."""
+def open_tracker(tracking_cfg: dict, *, direct: bool = False) -> "Tracker":
+    """The Tracker a config asks for (probed: :class:`StoreUnavailable` when unreachable).
+    ``direct``: a sweep's logging, which may skip MLflow on a local SQLite store when
+    ``tracking.sqlite_direct`` allows; readers (report, replay, sync) always get MLflow's client."""
     return Tracker(uri=tracking_cfg.get("uri") or default_uri(), experiment=tracking_cfg.get("experiment") or "gxnet",
-                   report=bool(tracking_cfg.get("report", True)), sqlite_wal=bool(tracking_cfg.get("sqlite_wal", True)))
+                   report=bool(tracking_cfg.get("report", True)), sqlite_wal=bool(tracking_cfg.get("sqlite_wal", True)),
+                   direct=direct and bool(tracking_cfg.get("sqlite_direct", True)))
 
 
 def open_sweep_state(tracker: "Tracker", sweep_hash: str, name: str, pipeline: str, *, swept: dict,
@@ -341,6 +344,8 @@ class Tracker(SpoolingTracker):
     experiment: str
     report: bool = True  # attach the report's table and figures to a sweep's parent run
     sqlite_wal: bool = True  # a local SQLite store logs in WAL mode (pipelines/sqlite_journal.py)
+    direct: bool = False  # a local SQLite store is written without MLflow where exact (pipelines/mlflow_direct.py)
+    writer: str = field(default="mlflow", init=False)  # "direct" when it is
     down: str | None = field(default=None, init=False)  # why the store stopped answering
     sweep_hash: str | None = field(default=None, init=False)
     sweep_name: str | None = field(default=None, init=False)
@@ -370,8 +375,6 @@ class Tracker(SpoolingTracker):
                                    "tracking.uri (or MLFLOW_TRACKING_URI), or run with tracking.enabled=false") from None
 
     def _open_store(self) -> None:
-        import mlflow
-
         db = _sqlite_path(self.uri)
         lock = None
         if db is not None:  # two drivers creating one new SQLite store race in its migrations
@@ -381,16 +384,46 @@ class Tracker(SpoolingTracker):
                 raise StoreUnavailable(f"SQLite store {db} stayed locked for 120 s by {lock.holder()}; "
                                        f"stop that process or remove {lock.path} if it is gone")
         try:
-            if db is not None and self.sqlite_wal:
-                from pipelines.sqlite_journal import use_wal
-
-                use_wal(db)
-            mlflow.set_tracking_uri(self.uri)
-            self.client = self._new_client(db, mlflow.__version__)
-            self.experiment_id = self._experiment()
+            if not (self.direct and db is not None and self._open_direct(db)):
+                self._open_mlflow(db)
         finally:
             if lock is not None:
                 lock.release()
+
+    def _open_mlflow(self, db: Path | None) -> None:
+        import mlflow
+        import mlflow.entities
+
+        if db is not None and self.sqlite_wal:
+            from pipelines.sqlite_journal import use_wal
+
+            use_wal(db)
+        mlflow.set_tracking_uri(self.uri)
+        self.client, self.entities, self.writer = self._new_client(db, mlflow.__version__), mlflow.entities, "mlflow"
+        self.experiment_id = self._experiment()
+
+    def _open_direct(self, db: Path) -> bool:
+        """Open the local SQLite store ``db`` with :class:`~pipelines.mlflow_direct.DirectStore`
+        when that writes what MLflow would; False leaves it to MLflow (a new store with no
+        schema template yet, another schema revision, artifacts that are not local files)."""
+        from pipelines import mlflow_direct, mlflow_schema
+
+        if mlflow_schema.is_new_store(db):
+            version = mlflow_schema.installed_mlflow()
+            if version is None or not mlflow_schema.seed_new_store(db, mlflow_schema.template_path(version)):
+                return False
+        if mlflow_direct.why_not(db) is not None:
+            return False
+        if self.sqlite_wal:
+            from pipelines.sqlite_journal import allow_wal
+
+            allow_wal(db)
+        self.client, self.entities, self.writer = mlflow_direct.DirectStore(db, wal=self.sqlite_wal), mlflow_direct, "direct"
+        self.experiment_id = self._experiment()
+        if mlflow_direct.local_path(self.client.get_experiment(self.experiment_id).artifact_location) is None:
+            self.client.close()
+            return False
+        return True
 
     def _new_client(self, db: Path | None, mlflow_version: str):
         """The MLflow client; a new SQLite store starts from the schema template of this MLflow
@@ -466,6 +499,8 @@ class Tracker(SpoolingTracker):
         self._sweep_lock = lock  # held until this process exits (or close())
 
     def close(self) -> None:
+        if self.writer == "direct":
+            self.client.close()
         db = _sqlite_path(self.uri)
         if db is not None and self.sqlite_wal:
             from pipelines.sqlite_journal import checkpoint
@@ -481,8 +516,7 @@ class Tracker(SpoolingTracker):
         return sorted(runs, key=_run_key)
 
     def _parent(self, pipeline: str) -> str:
-        from mlflow.entities import Param, RunTag
-
+        Param, RunTag = self.entities.Param, self.entities.RunTag
         found = self._sweep_parents()
         if not found:
             mine = self.client.create_run(self.experiment_id, run_name=self.sweep_name,
@@ -535,8 +569,7 @@ class Tracker(SpoolingTracker):
         return any(f.path.endswith("report.md") for f in files)
 
     def _finish(self, parent_id: str, summary: dict[str, int]) -> None:
-        from mlflow.entities import Metric
-
+        Metric = self.entities.Metric
         groups = self._children(parent_id)
         done = sum(any(r.info.status == "FINISHED" for r in runs) for runs in groups.values())
         failed = sum(all(r.info.status != "FINISHED" for r in runs) and any(r.info.status == "FAILED" for r in runs)
@@ -656,8 +689,7 @@ class Tracker(SpoolingTracker):
 
     def _log(self, parent_id: str | None, record: PointRecord, results: dict | None, artifact_dir: Path | None,
              stale: list | None) -> str:
-        from mlflow.entities import Metric, Param
-
+        Metric, Param = self.entities.Metric, self.entities.Param
         # holding the sweep's lock on a local SQLite store, no other driver logs its children (the
         # lock is per host: a server shared by hosts is still searched): the children were read at
         # the start and this driver's own are remembered, so the store is not searched per point

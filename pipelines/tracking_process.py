@@ -6,7 +6,8 @@ and takes a core from the workers while they run. Here a child process runs the 
 :class:`~pipelines.tracking.Tracker` at a lower CPU priority (:data:`NICE`), so it mostly uses
 the CPU the workers leave idle. The driver keeps a :class:`TrackerProcess`, with the methods the
 sweep calls; each call goes over a pipe and is answered in turn. Runs come back as
-:class:`RunRef` (what the sweep reads of a run); the driver never imports MLflow.
+:class:`RunRef` (what the sweep reads of a run); the driver never imports MLflow, and on a local
+SQLite store neither does the child (it writes the rows itself: ``pipelines.mlflow_direct``).
 
 What the Tracker guarantees still holds. The child takes the sweep's lock (its file names the
 driver) and dies with the driver (a parent-death signal on Linux, else the end of its input), so
@@ -42,7 +43,7 @@ _EOF = object()
 # what the driver may ask; the tracker's state the child sends back with every answer
 CALLS = ("log_point", "remove_unfinished", "log_table", "remove_children_except", "finish_parent")
 STATE = ("down", "unlogged", "logged", "parent_id", "report_pid", "sweep_hash", "sweep_name", "swept", "n_points",
-         "sweep_dir")
+         "sweep_dir", "writer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +106,12 @@ class TrackerProcess(SpoolingTracker):
         self.uri = tracking_cfg.get("uri") or default_uri()
         self.experiment = tracking_cfg.get("experiment") or "gxnet"
         self.cfg = {"uri": self.uri, "experiment": self.experiment, "report": bool(tracking_cfg.get("report", True)),
-                    "sqlite_wal": bool(tracking_cfg.get("sqlite_wal", True))}
+                    "sqlite_wal": bool(tracking_cfg.get("sqlite_wal", True)),
+                    "sqlite_direct": bool(tracking_cfg.get("sqlite_direct", True))}
         self.down: str | None = None
         self.unlogged = self.logged = 0
         self.parent_id = self.report_pid = self.sweep_hash = self.sweep_name = self.n_points = None
+        self.writer: str | None = None  # how the child writes the store ("direct" or "mlflow"), once it is open
         self.swept: dict = {}
         self.sweep_dir: Path | None = None
         self._lock = threading.Lock()
@@ -234,7 +237,7 @@ def serve(inp, out, driver_pid: int, nice: int) -> None:
             if method == "open_sweep_state":
                 from pipelines.tracking import open_sweep_state, open_tracker
 
-                tracker = open_tracker(args[0])
+                tracker = open_tracker(args[0], direct=True)
                 tracker.owner_pid = driver_pid  # the sweep's lock names the driver, the process a user stops
                 parent, existing, dirs = open_sweep_state(tracker, *args[1:], **kwargs)
                 result = (parent, {h: [run_ref(r) for r in runs] for h, runs in existing.items()}, dirs)
