@@ -113,15 +113,20 @@ def why_not(db: Path) -> str | None:
         if os.environ.get(name):
             return f"{name} is set"
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30.0)
+        con = sqlite3.connect(Path(db).resolve().as_uri() + "?mode=ro", uri=True, timeout=30.0)
         try:
             revisions = [r for (r,) in con.execute("SELECT version_num FROM alembic_version")]
+            # deleting a run also deletes the GenAI assessments that name it, and rebuilds their
+            # rollups: a store that holds any is left to MLflow
+            assessed = revisions == [SCHEMA_REVISION] and con.execute("SELECT 1 FROM assessments LIMIT 1").fetchone()
         finally:
             con.close()
     except sqlite3.Error as exc:
         return f"its schema cannot be read ({exc})"
     if revisions != [SCHEMA_REVISION]:
         return f"schema revision {revisions} is not {SCHEMA_REVISION}"
+    if assessed:
+        return "it holds assessments"
     return None
 
 
@@ -275,9 +280,12 @@ class DirectStore:
         return str(eid)
 
     def restore_experiment(self, experiment_id: str) -> None:
+        """The experiment and every run in it active again (MLflow restores the runs too)."""
         with self._write():
             self.con.execute("UPDATE experiments SET lifecycle_stage = 'active', last_update_time = ? "
                              "WHERE experiment_id = ?", (now_ms(), int(experiment_id)))
+            self.con.execute("UPDATE runs SET lifecycle_stage = 'active', deleted_time = NULL WHERE experiment_id = ?",
+                             (int(experiment_id),))
 
     def set_experiment_tag(self, experiment_id: str, key: str, value: str) -> None:
         _name("experiment tag", key)
@@ -405,6 +413,8 @@ class DirectStore:
         with self._write():
             if self._one("SELECT 1 FROM runs WHERE run_uuid = ?", (run_id,)) is None:
                 raise DirectStoreError(f"run {run_id!r} not found")
+            if self._one("SELECT 1 FROM assessments LIMIT 1") is not None:  # added since the store opened
+                raise DirectStoreError("the store holds assessments, which MLflow deletes with their run")
             self.con.execute("UPDATE runs SET lifecycle_stage = 'deleted', deleted_time = ? WHERE run_uuid = ?",
                              (now_ms(), run_id))
 

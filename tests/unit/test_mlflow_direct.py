@@ -85,6 +85,10 @@ def _sweep(where: Path, direct: bool, monkeypatch) -> Tracker:
         tracker.finish_parent(parent, {"done": 2, "failed": 1})
         assert tracker.down is None
         tracker.close()
+        if not rerun:  # deleted meanwhile (its runs with it): the rerun restores the experiment and its runs
+            from mlflow.tracking import MlflowClient
+
+            MlflowClient(tracking_uri=uri).delete_experiment(tracker.experiment_id)
     return tracker
 
 
@@ -167,7 +171,7 @@ def test_a_sweeps_tracker_never_imports_mlflow(tmp_path, cache):
     assert out.stdout.split() == ["direct", "None", "[]"]
 
 
-@pytest.mark.parametrize("why", ["revision", "server_root", "no_template"])
+@pytest.mark.parametrize("why", ["revision", "server_root", "no_template", "assessments"])
 def test_anything_else_is_written_by_mlflow(tmp_path, cache, monkeypatch, why):
     monkeypatch.chdir(tmp_path)
     db = tmp_path / "mlflow.db"
@@ -181,6 +185,13 @@ def test_anything_else_is_written_by_mlflow(tmp_path, cache, monkeypatch, why):
         con.execute(f"UPDATE alembic_version SET version_num = '{mlflow_direct.SCHEMA_REVISION}'")
         con.commit(), con.close()
         monkeypatch.setattr(mlflow_direct, "SCHEMA_REVISION", "anewerrevision")
+    elif why == "assessments":  # a GenAI assessment (MLflow deletes those naming a run with it)
+        Tracker(uri=f"sqlite:///{db}", experiment="gxnet").close()
+        con = sqlite3.connect(db)
+        con.execute("INSERT INTO assessments (assessment_id, trace_id, name, assessment_type, value, created_timestamp, "
+                    "last_updated_timestamp, source_type, valid) VALUES ('a', 't', 'n', 'feedback', '1', 0, 0, 'HUMAN', 1)")
+        con.commit(), con.close()
+        assert mlflow_direct.why_not(db) == "it holds assessments"
     elif why == "server_root":
         monkeypatch.setenv("_MLFLOW_SERVER_ARTIFACT_ROOT", str(tmp_path / "elsewhere"))
     else:
