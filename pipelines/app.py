@@ -104,7 +104,7 @@ def single_run_tracker(cfg):
         return None
     from pipelines.tracking import open_tracker
 
-    return open_tracker(dict(tracking))
+    return open_tracker(dict(tracking), direct=True)
 
 
 def track_single_run(pipeline: str, cfg, results: dict, out_dir: Path, tracker) -> None:

@@ -1,8 +1,8 @@
-"""A sweep's runs written straight into MLflow's SQLite tables, without importing MLflow.
+"""Runs written straight into MLflow's SQLite tables, without importing MLflow.
 
 Importing MLflow costs a sweep's tracking process ≈ 2.7 CPU s and ≈ 50,000 first touches of
-memory (docs/benchmarks.md) — a fifth of a cold 2,160-point search on 2 cores — to write a few
-dozen rows. :class:`DirectStore` writes the same rows with the standard library's ``sqlite3``:
+memory (docs/benchmarks.md) — a fifth of a cold 2,160-point search on 2 cores, and most of a
+single tracked run — to write a few dozen rows. :class:`DirectStore` writes the same rows with the standard library's ``sqlite3``:
 the subset of ``MlflowClient`` the sweep's :class:`~pipelines.tracking.Tracker` calls, with the
 same arguments, the same rows and the same checks of names and values as MLflow's
 ``SqlAlchemyStore`` and ``LocalArtifactRepository`` (tested row for row against them), and runs
@@ -10,8 +10,9 @@ read back as light objects with the attributes the Tracker reads.
 
 It is used only where it is exact: a local SQLite store at the schema revision these writes were
 checked against (:data:`SCHEMA_REVISION`), MLflow's default artifact root, and an experiment
-whose artifacts are local files. Anything else (:func:`why_not`) goes through MLflow as before,
-and every other reader — ``mlflow ui``, ``gx report``, ``gx sync`` — still uses MLflow itself.
+whose artifacts are local files. Anything else (:func:`why_not`) goes through MLflow as before.
+Its users only log (a sweep's tracking process, a single run, ``gx sync``); what reads runs and
+artifacts — ``mlflow ui``, ``gx report``, ``gx replay`` — uses MLflow itself.
 """
 
 from __future__ import annotations

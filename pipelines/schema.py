@@ -34,7 +34,7 @@ class TrackingSchema:
     sweep_name: Optional[str] = None
     report: bool = True  # attach the report's table and figures to a sweep's parent run
     sqlite_wal: bool = True  # a local SQLite store logs in WAL mode (pipelines/sqlite_journal.py)
-    sqlite_direct: bool = True  # a sweep writes a local SQLite store without importing MLflow (pipelines/mlflow_direct.py)
+    sqlite_direct: bool = True  # logging writes a local SQLite store without importing MLflow (pipelines/mlflow_direct.py)
     max_child_runs: int = 2000  # a child run per point up to this many points (docs/sweeps.md)
     top_k: int = 20  # above it: the table on the parent run and the top_k best points as children
     top_k_by: Optional[str] = None  # the metric that ranks them (null: the pipeline's first main metric)

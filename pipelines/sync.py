@@ -77,7 +77,7 @@ def task(cfg):
         raise SpecError(f"dir={cfg.dir!r} is not a directory; give a sweep directory (e.g. multirun/2025-01-31/12-00-00) "
                         "or a folder of them")
     tracking = dict(plain(cfg.tracking))
-    tracker = open_tracker(tracking)
+    tracker = open_tracker(tracking, direct=True)
     groups = job_records(root.resolve())
     if not groups:
         raise SpecError(f"no job directory with tracking.json under {root}; nothing to sync")

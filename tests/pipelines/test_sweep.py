@@ -113,16 +113,20 @@ def test_failing_points_are_recorded_and_the_rest_still_run(tmp_path):
 def test_killed_driver_then_rerun_loses_nothing_and_duplicates_nothing(tmp_path):
     points = ["batch=1,2,4,8,16", "context=32K,1M,5M", "ray.enabled=false"]
     proc = sweep(tmp_path, *points, wait=False)
+
+    def computed() -> int:  # points whose results are on disk (logged to the store a moment later)
+        return len(list((tmp_path / "multi").rglob("results.json")))
+
     deadline = time.time() + 240
-    while time.time() < deadline and len([r for r in children(tmp_path) if r[1] == "FINISHED"]) < 3:
-        time.sleep(0.2)
+    while time.time() < deadline and computed() < 3:
+        time.sleep(0.05)
     trackers = descendants_running(proc.pid, b"pipelines.tracking_process")
     assert len(trackers) == 1, "the sweep's tracker runs in a process of its own"
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert wait_until(lambda: not alive(trackers), 10), "the tracking process dies with its driver"
     first = [r for r in children(tmp_path) if r[1] == "FINISHED"]
-    assert 3 <= len(first) < 15, "the kill should land mid-sweep"
+    assert 3 <= computed() < 15 and len(first) < 15, "the kill should land mid-sweep"
     again = sweep(tmp_path, *points)
     assert again.returncode == 0, again.stderr[-3000:]
     kids = children(tmp_path)

@@ -76,6 +76,11 @@ def _sweep(where: Path, direct: bool, monkeypatch) -> Tracker:
                           results=None, error="ValueError: link rate 200 exceeds the port (x)" * 3)
         if not rerun:
             tracker.log_point(parent, pipeline="search", cfg_hash="h2", name="p2", params={"a": 1}, results={"y": 2})
+            solo = _job(where / "solo", {"y": 3})  # a single run (no parent), as `gx decode` without -m logs it
+            assert not tracker.single_run_logged("solo")
+            tracker.log_point(None, pipeline="decode", cfg_hash="solo", name="decode", params={"a": 2},
+                              results={"y": 3}, artifact_dir=solo, out_dir=solo)
+            assert tracker.single_run_logged("solo")
             table = where / "sweep_results.csv"
             table.write_text("a,y\n1,2\n")
             tracker.log_table(parent, table, 4)
@@ -133,8 +138,8 @@ def test_direct_rows_and_artifacts_are_mlflows(tmp_path, cache, monkeypatch):
     direct = _normal(tmp_path / "direct" / "mlflow.db", tmp_path / "direct")
     for table in TABLES:
         assert direct[table] == by_mlflow[table], table
-    # the parent, p0 once, p1 failed in each driver run, p2 (removed from the top k): every kind of row
-    assert len(by_mlflow["runs"]) == 5 and len(by_mlflow["metrics"]) > 10
+    # the parent, p0 once, p1 failed in each driver run, p2 (removed from the top k), the single run
+    assert len(by_mlflow["runs"]) == 6 and len(by_mlflow["metrics"]) > 10
     assert _files(tmp_path / "direct", tmp_path / "direct" / "mlflow.db") == \
         _files(tmp_path / "mlflow", tmp_path / "mlflow" / "mlflow.db")
 
