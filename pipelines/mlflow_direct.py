@@ -11,8 +11,9 @@ read back as light objects with the attributes the Tracker reads.
 It is used only where it is exact: a local SQLite store at the schema revision these writes were
 checked against (:data:`SCHEMA_REVISION`), MLflow's default artifact root, and an experiment
 whose artifacts are local files. Anything else (:func:`why_not`) goes through MLflow as before.
-Its users only log (a sweep's tracking process, a single run, ``gx sync``); what reads runs and
-artifacts — ``mlflow ui``, ``gx report``, ``gx replay`` — uses MLflow itself.
+Its users: a sweep's tracking process, a single run, ``gx sync`` and ``gx report`` (which reads
+runs with the filters :func:`parse_filter` takes and attaches its files); ``mlflow ui`` and
+``gx replay`` (which downloads a run's schedule) use MLflow itself.
 """
 
 from __future__ import annotations
@@ -190,21 +191,23 @@ def _metric_value(value) -> tuple[float, int]:
     return float(value), 0
 
 
-_CLAUSE = re.compile(r"^\s*(tags|attributes)\.(`[^`]+`|\w+)\s*=\s*'([^']*)'\s*$", re.IGNORECASE)
+_CLAUSE = re.compile(r"^\s*(tags|attributes)\.(`[^`]+`|\w+)\s*(=|!=)\s*'([^']*)'\s*$", re.IGNORECASE)
+NEWEST_FIRST = ("attributes.start_time DESC",)  # MLflow's own order, the only one read here
 
 
-def parse_filter(filter_string: str) -> list[tuple[str, str, str]]:
-    """``tags.`k` = 'v' and attributes.status = 'v'`` as (kind, key, value) clauses: the equality
-    filters the Tracker uses; anything else is refused rather than read differently."""
+def parse_filter(filter_string: str) -> list[tuple[str, str, str, str]]:
+    """``tags.`k` = 'v' and tags.`j` != '' and attributes.status = 'v'`` as (kind, key, op, value)
+    clauses: the filters gxnet's logging and report use; anything else is refused rather than read
+    differently. As in MLflow, a tag comparison never matches a run without the tag."""
     clauses = []
     for part in re.split(r"\s+and\s+", filter_string.strip(), flags=re.IGNORECASE) if filter_string.strip() else []:
         m = _CLAUSE.match(part)
         if m is None:
-            raise DirectStoreError(f"filter {part!r} is not an equality on a tag or the status")
-        kind, key, value = m.group(1).lower(), m.group(2).strip("`"), m.group(3)
-        if kind == "attributes" and key != "status":
-            raise DirectStoreError(f"filter on attribute {key!r}: only the status is supported")
-        clauses.append((kind, key, value))
+            raise DirectStoreError(f"filter {part!r} is not an (in)equality on a tag or the status")
+        kind, key, op, value = m.group(1).lower(), m.group(2).strip("`"), m.group(3), m.group(4)
+        if kind == "attributes" and (key != "status" or op != "="):
+            raise DirectStoreError(f"filter on attribute {key!r}: only the status, by equality, is supported")
+        clauses.append((kind, key, op, value))
     return clauses
 
 
@@ -426,12 +429,16 @@ class DirectStore:
             raise DirectStoreError(f"run {run_id!r} not found")
         return runs[0]
 
-    def search_runs(self, experiment_ids, filter_string: str = "", max_results: int = 1000) -> list[Run]:
+    def search_runs(self, experiment_ids, filter_string: str = "", max_results: int = 1000,
+                    order_by=None) -> list[Run]:
         """Active runs of the experiments matching the filter, newest first (MLflow's order)."""
+        if order_by and tuple(order_by) != NEWEST_FIRST:
+            raise DirectStoreError(f"order_by {order_by!r}: only {list(NEWEST_FIRST)} is supported")
         where, args = [f"r.experiment_id IN ({','.join('?' * len(experiment_ids))})"], [int(e) for e in experiment_ids]
-        for kind, key, value in parse_filter(filter_string):
+        for kind, key, op, value in parse_filter(filter_string):
             if kind == "tags":
-                where.append("EXISTS (SELECT 1 FROM tags t WHERE t.run_uuid = r.run_uuid AND t.key = ? AND t.value = ?)")
+                where.append("EXISTS (SELECT 1 FROM tags t WHERE t.run_uuid = r.run_uuid AND t.key = ? "
+                             f"AND t.value {op} ?)")
                 args += [key, value]
             else:
                 where.append("r.status = ?")

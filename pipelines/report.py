@@ -23,9 +23,9 @@ from pipelines.specs import plain
 
 
 def load_rows(tracking: dict, sweep: str | None, pipeline: str | None) -> tuple[str, str, list[dict]]:
-    from pipelines.tracking import TAG_PARENT, TAG_PIPELINE, TAG_SWEEP, Tracker, default_uri
+    from pipelines.tracking import TAG_PARENT, TAG_PIPELINE, TAG_SWEEP, open_tracker
 
-    tracker = Tracker(uri=tracking.get("uri") or default_uri(), experiment=tracking.get("experiment") or "gxnet")
+    tracker = open_tracker(tracking, direct=True)  # reads runs and writes nothing but artifacts: exact without MLflow
     client = tracker.client
     if sweep is None:
         filt = f"tags.`{TAG_SWEEP}` != ''"
@@ -201,7 +201,7 @@ def attach_to_parent(tracking: dict, sweep: str, md: str, results: dict, figs: d
     from pipelines.outputs import dump_json
     from pipelines.tracking import open_tracker
 
-    tracker = open_tracker(tracking)
+    tracker = open_tracker(tracking, direct=True)
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "report.md").write_text(md)
         Path(tmp, "table.json").write_text(dump_json(results))

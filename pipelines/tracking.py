@@ -268,10 +268,10 @@ def project_env(**extra: str) -> dict[str, str]:
 
 def open_tracker(tracking_cfg: dict, *, direct: bool = False) -> "Tracker":
     """The Tracker a config asks for (probed: :class:`StoreUnavailable` when unreachable).
-    ``direct``: a caller that only logs through the Tracker's methods (a sweep's tracking
-    process, a single run, ``gx sync``), which may then skip MLflow on a local SQLite store when
-    ``tracking.sqlite_direct`` allows; report and replay, which read runs and artifacts through
-    ``tracker.client``, always get MLflow's client."""
+    ``direct``: a caller that uses only what :class:`~pipelines.mlflow_direct.DirectStore`
+    offers (a sweep's tracking process, a single run, ``gx sync``, ``gx report``), which may then
+    skip MLflow on a local SQLite store when ``tracking.sqlite_direct`` allows; replay, which
+    downloads a run's artifacts through ``tracker.client``, always gets MLflow's client."""
     return Tracker(uri=tracking_cfg.get("uri") or default_uri(), experiment=tracking_cfg.get("experiment") or "gxnet",
                    report=bool(tracking_cfg.get("report", True)), sqlite_wal=bool(tracking_cfg.get("sqlite_wal", True)),
                    direct=direct and bool(tracking_cfg.get("sqlite_direct", True)))

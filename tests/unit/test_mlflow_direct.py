@@ -232,10 +232,12 @@ def test_it_refuses_what_mlflow_refuses(tmp_path, cache, monkeypatch):
     by_mlflow.close(), direct.close()
 
 
-def test_only_the_trackers_filters_are_read():
+def test_only_the_filters_gxnet_uses_are_read():
     assert mlflow_direct.parse_filter("tags.`gx.config_hash` = 'ab' and attributes.status = 'FINISHED'") == \
-        [("tags", "gx.config_hash", "ab"), ("attributes", "status", "FINISHED")]
-    for filt in ("metrics.x > 1", "tags.a != 'b'", "attributes.start_time = '1'", "tags.a = 'b' or tags.c = 'd'"):
+        [("tags", "gx.config_hash", "=", "ab"), ("attributes", "status", "=", "FINISHED")]
+    assert mlflow_direct.parse_filter("tags.`gx.sweep_hash` != ''") == [("tags", "gx.sweep_hash", "!=", "")]
+    for filt in ("metrics.x > 1", "tags.a LIKE 'b'", "attributes.start_time = '1'", "attributes.status != 'x'",
+                 "tags.a = 'b' or tags.c = 'd'"):
         with pytest.raises(mlflow_direct.DirectStoreError):
             mlflow_direct.parse_filter(filt)
 
@@ -258,3 +260,18 @@ def test_the_sweeps_tracking_process_follows_the_setting(tmp_path, cache, monkey
     assert tracker.proc.returncode == 0 and tracker.down is None
     run = MlflowClient(tracking_uri=uri).get_run(parent)
     assert run.info.status == "FINISHED" and run.data.metrics["sweep.done"] == 1 and run.data.params["batch"] == "1,2"
+
+
+def test_the_report_reads_the_same_rows_either_way(tmp_path, cache, monkeypatch):
+    from pipelines.report import load_rows
+
+    _sweep(tmp_path, True, monkeypatch)
+    tracking = {"uri": f"sqlite:///{tmp_path}/mlflow.db", "experiment": "gxnet"}
+    read = {direct: load_rows(dict(tracking, sqlite_direct=direct), None, "search") for direct in (True, False)}
+    assert json.dumps(read[True], sort_keys=True) == json.dumps(read[False], sort_keys=True)
+    sweep, kind, rows = read[True]
+    assert kind == "search" and sorted(r["name"] for r in rows) == ["p0", "p1"]
+    from collectives.errors import SpecError
+
+    with pytest.raises(SpecError, match="is not a run"):  # an unknown sweep: the same one line either way
+        load_rows(dict(tracking, sqlite_direct=True), "0" * 32, None)
