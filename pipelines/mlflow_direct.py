@@ -328,13 +328,12 @@ class DirectStore:
             self._set_tags(run_id, list(tags.items()))
         return self.get_run(run_id)
 
-    def _active_run(self, run_id: str) -> tuple:
-        row = self._one("SELECT lifecycle_stage, artifact_uri FROM runs WHERE run_uuid = ?", (run_id,))
+    def _active_run(self, run_id: str) -> None:
+        row = self._one("SELECT lifecycle_stage FROM runs WHERE run_uuid = ?", (run_id,))
         if row is None:
             raise DirectStoreError(f"run {run_id!r} not found")
         if row[0] != "active":
             raise DirectStoreError(f"the run {run_id} must be in the 'active' state; its state is {row[0]!r}")
-        return row
 
     def log_batch(self, run_id: str, metrics=(), params=(), tags=()) -> None:
         rows = []

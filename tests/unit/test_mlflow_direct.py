@@ -97,11 +97,16 @@ def _sweep(where: Path, direct: bool, monkeypatch) -> Tracker:
     return tracker
 
 
+def _run_labels(con: sqlite3.Connection) -> dict[str, str]:
+    """Run id -> ``<run{i}>`` by creation order (the same in both stores)."""
+    return {rid: f"<run{i}>" for i, (rid,) in enumerate(con.execute("SELECT run_uuid FROM runs ORDER BY rowid"))}
+
+
 def _normal(db: Path, root: Path) -> dict:
     """The tables' rows with run ids named by creation order and times, and the folder, masked."""
     con = sqlite3.connect(db)
     try:
-        ids = {rid: f"<run{i}>" for i, (rid,) in enumerate(con.execute("SELECT run_uuid FROM runs ORDER BY rowid"))}
+        ids = _run_labels(con)
 
         def cell(value):
             if isinstance(value, int) and value > 10**12:
@@ -119,7 +124,7 @@ def _normal(db: Path, root: Path) -> dict:
 
 def _files(root: Path, db: Path) -> dict:
     con = sqlite3.connect(db)
-    ids = {rid: f"<run{i}>" for i, (rid,) in enumerate(con.execute("SELECT run_uuid FROM runs ORDER BY rowid"))}
+    ids = _run_labels(con)
     con.close()
     out = {}
     for path in sorted((root / "mlruns").rglob("*")):
