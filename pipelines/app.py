@@ -8,6 +8,7 @@ atomically into the Hydra run directory together with any artifacts the function
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -87,8 +88,9 @@ def gx_main(config_name: str, *, track: bool = True) -> Callable[[Callable], Cal
 
             pace_collector()
             sys.argv[1:] = absolute_config_paths(sys.argv[1:])
-            precheck_overrides(config_name, sys.argv[1:])
-            hydra_main()
+            composed = precheck_overrides(config_name, sys.argv[1:])
+            with known_hydra_mode(composed, sys.argv[1:]):
+                hydra_main()
 
         entry.task = fn  # the undecorated task, for Ray workers and tests
         return entry
@@ -169,8 +171,9 @@ def config_loader(config_path: str | None, config_dir: str | None, overrides: li
     return ConfigLoaderImpl(config_search_path=search_path)
 
 
-def precheck_overrides(config_name: str, argv: list[str]) -> None:
-    """Compose the config before Hydra runs, so a bad override is one line and exit 2.
+def precheck_overrides(config_name: str, argv: list[str]) -> dict | None:
+    """Compose the config before Hydra runs, so a bad override is one line and exit 2; returns
+    the (first) composition, Hydra's node included, or None where nothing was composed.
 
     Hydra itself reports composition errors with exit code 1 and a hint paragraph; the
     project's rule for bad input is one line and exit 2. The composition uses Hydra's own
@@ -179,13 +182,13 @@ def precheck_overrides(config_name: str, argv: list[str]) -> None:
     so a bad option fails before Ray starts, without composing the whole cartesian product.
     """
     if any(a in _INFO_FLAGS for a in argv):
-        return
+        return None
     from hydra._internal.utils import get_args_parser
 
     try:
         args = get_args_parser().parse_args(argv)
     except SystemExit:  # a malformed flag: Hydra's own parser reports it
-        return
+        return None
     config_name = args.config_name or config_name
     loader = None
     try:
@@ -206,6 +209,33 @@ def precheck_overrides(config_name: str, argv: list[str]) -> None:
         user_error(_explain(exc, loader, config_name, args.overrides))
     if args.multirun:
         start_sweep_ray_early(composed, args.overrides)
+    return composed
+
+
+@contextlib.contextmanager
+def known_hydra_mode(composed: dict | None, argv: list[str]):
+    """While Hydra runs: its ``hydra.mode`` taken from the precheck's composition.
+
+    Before a run, Hydra composes the whole config once more only to read ``hydra.mode``
+    (``Hydra.get_mode``, hydra/_internal/utils.py ``_run_hydra``), then again for the run itself:
+    three compositions per command, ~0.07-0.2 s each on 2 cores. The precheck composed the same
+    files a moment before, so its value stands in for a single run -- not for a ``-m`` sweep (the
+    precheck composed its first variant only), nor where an override names ``hydra.mode`` or the
+    value is an interpolation; there Hydra composes as before."""
+    from hydra._internal.hydra import Hydra
+    from hydra.types import RunMode
+
+    mode = ((composed or {}).get("hydra") or {}).get("mode", "absent")
+    sweep = any(a in ("-m", "--multirun") for a in argv)
+    if sweep or not (mode is None or isinstance(mode, RunMode)) or any("hydra.mode" in a for a in argv):
+        yield
+        return
+    real = Hydra.get_mode
+    Hydra.get_mode = lambda self, config_name, overrides: mode
+    try:
+        yield
+    finally:
+        Hydra.get_mode = real
 
 
 def start_sweep_ray_early(composed: dict, overrides: list[str]) -> None:
