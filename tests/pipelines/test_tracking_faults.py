@@ -104,6 +104,13 @@ class MlflowServer:
 
 # -- in-process: a store that fails, idempotence, adoption, sync --------------------------------
 
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path_factory, monkeypatch):
+    """A SQLite store puts its experiments' artifacts under ./mlruns, as MLflow does: the tests
+    work in a folder of their own (not the checkout, nor a folder a test logs as artifacts)."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """One SQLite store for the in-process tests (each test uses its own experiment)."""
