@@ -2,11 +2,12 @@
 
 Importing MLflow costs a sweep's tracking process ≈ 2.7 CPU s and ≈ 50,000 first touches of
 memory (docs/benchmarks.md) — a fifth of a cold 2,160-point search on 2 cores, and most of a
-single tracked run — to write a few dozen rows. :class:`DirectStore` writes the same rows with the standard library's ``sqlite3``:
-the subset of ``MlflowClient`` the sweep's :class:`~pipelines.tracking.Tracker` calls, with the
-same arguments, the same rows and the same checks of names and values as MLflow's
-``SqlAlchemyStore`` and ``LocalArtifactRepository`` (tested row for row against them), and runs
-read back as light objects with the attributes the Tracker reads.
+single tracked run — to write a few dozen rows. :class:`DirectStore` writes the same rows with
+the standard library's ``sqlite3``: the subset of ``MlflowClient`` the
+:class:`~pipelines.tracking.Tracker` calls, with the same arguments, the same rows and the same
+checks of names and values as MLflow's ``SqlAlchemyStore`` and ``LocalArtifactRepository``
+(tested row for row against them), and runs read back as light objects with the attributes the
+Tracker reads.
 
 It is used only where it is exact: a local SQLite store at the schema revision these writes were
 checked against (:data:`SCHEMA_REVISION`), MLflow's default artifact root, and an experiment
