@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # All-bf16 storage (weights, KV, activations) so the roofline counts the bytes the bf16 kernels move
-BF16 = ("+precision.weights_bits=16", "+precision.activations_bits=16", "+precision.kv_bits=16")
+BF16 = ("precision.weights_bits=16", "precision.activations_bits=16", "precision.kv_bits=16")
 MEGATRON = ("model=megatron_5t", "accelerator=h200", "world=512", "parallel.kvp=4", "parallel.tpa=128",
             "parallel.ep=16", "parallel.tpe=32", "context=5M", *BF16)
 CALIBRATIONS = {
@@ -142,6 +142,8 @@ def main() -> int:
             dec = pipeline("decode", (*overrides, "compute=measured", f"calibration={table}"),
                            out / "runs" / f"decode_{label}", min(90, max(10, left())))
             step["decode_measured"] = dec
+            if dec["rc"] != 0:
+                failed.append(f"decode_measured/{label}")
         else:
             failed.append(f"calibrate/{label}")
         report["steps"][f"calibrate/{label}"] = step
@@ -208,8 +210,8 @@ def markdown(r: dict) -> str:
                   "|---|---|---|---|---|---|---|---|"]
         peak = hbm_bandwidth_Bps(cal["roofline_accelerator"])
         for k in cal["kernels"]:
-            if k.get("reused_from_track") is not None:
-                continue  # the same kernel measured on an earlier track
+            if k.get("reused_from") is not None:
+                continue  # the same shapes measured for an earlier layer or track
             lines.append(f"| {k['name']} ({k['kernel']}) | {k['track']} | {k['measured_s'] * 1e6:.2f} | "
                          f"{k['roofline_s'] * 1e6:.3f} | {k['measured_over_roofline']:.2f} | "
                          f"{k['hbm_bytes'] / 1e6:.2f} | {100 * k['hbm_bytes'] / k['measured_s'] / peak:.1f} | "
@@ -220,6 +222,8 @@ def markdown(r: dict) -> str:
         if dec:
             lines.append(f"decode step: measured {dec['decode_step_s'] * 1e3:.3f} ms, roofline "
                          f"{dec['roofline_decode_step_s'] * 1e3:.3f} ms")
+        elif step.get("decode_measured"):
+            lines.append(f"decode compute=measured failed: {str(step['decode_measured'].get('log_tail')).strip()}")
         lines.append("")
     for name, step in r["steps"].items():
         if name.startswith("replay/") and step.get("results"):

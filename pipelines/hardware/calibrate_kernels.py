@@ -7,7 +7,8 @@ flash-decode / KV append, active experts ``E_loc`` for the grouped expert GEMM) 
 it fits, measured there and at half that size, and the time is extrapolated linearly in the
 kernel's HBM bytes (t = a + b * bytes through the two points, GXNET's own byte count at each
 size); the entry says ``scaled: true`` with the factor and both points. Identical kernels
-(same shapes) are measured once.
+(same shapes, in any layer or track) are measured once; every entry keeps its own name, section
+and repeat count, and ``reused_from`` names the entry whose timing it shares.
 
 The table (``format: gxnet.calibration/1``) is plain JSON that ``gxnet.calibration`` reads.
 """
@@ -60,10 +61,15 @@ def _fit_value(torch, d, ks: KernelShape, symbol: str, dtype, cap: int) -> int |
     return None
 
 
+def kernel_identity(ks: KernelShape) -> dict:
+    """What names a table entry and what gxnet predicts for it: everything but the timing."""
+    return {"section": ks.section, "name": ks.name, "kernel": ks.kernel, "region": ks.region, "track": ks.track,
+            "repeat": ks.repeat, "flops": ks.flops, "hbm_bytes": ks.hbm_bytes, "roofline_s": ks.roofline_s,
+            "shapes": {op.node: {t.name: list(t.shape) for t in op.inputs + op.outputs} for op in ks.ops}}
+
+
 def measure_kernel(torch, d: Deployment, ks: KernelShape, dtype, device, cap: int, timing: dict) -> dict:
-    entry = {"section": ks.section, "name": ks.name, "kernel": ks.kernel, "region": ks.region, "track": ks.track,
-             "repeat": ks.repeat, "flops": ks.flops, "hbm_bytes": ks.hbm_bytes, "roofline_s": ks.roofline_s,
-             "shapes": {op.node: {t.name: list(t.shape) for t in op.inputs + op.outputs} for op in ks.ops}}
+    entry = kernel_identity(ks)
     need = alloc_bytes(torch, ks, dtype)
     entry["alloc_bytes"] = need
     if need <= cap:
@@ -98,9 +104,9 @@ def calibrate(torch, d: Deployment, *, dtype, device, max_kernel_bytes: int, war
     for track in range(n_tracks(d)):
         for ks in kernel_shapes(d, track):
             key = _key(ks)
-            if key in done:
-                m = dict(done[key], track=track)
-                m["reused_from_track"] = done[key]["track"]
+            if key in done:  # the same shapes measured before (another layer or track): its timing, this name
+                first = done[key]
+                m = {**first, **kernel_identity(ks), "reused_from": {"name": first["name"], "track": first["track"]}}
             else:
                 m = measure_kernel(torch, d, ks, dtype, device, max_kernel_bytes, timing)
                 done[key] = m

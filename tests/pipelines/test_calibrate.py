@@ -132,3 +132,38 @@ def test_mla_kernels_run_in_torch_at_their_per_rank_shapes():
                 if out.name in env:
                     assert tuple(env[out.name].shape) == tuple(out.shape), (op.node, out.name)
     assert {"matmul", "latent_attention", "latent_combine", "kv_append"} <= ops
+
+
+GPT_OSS = ("model=gpt_oss_20b", "world=16", "parallel=tp_ep", "parallel.tp=4", "parallel.ep=4", "context=1K")
+
+
+def test_layers_of_two_kinds_keep_their_own_entries_and_the_decode_reads_them(pipeline):
+    """GPT-OSS interleaves sliding-window and full attention: the second layer kind's kernels of
+    the same shapes as the first's share one measurement, yet each keeps its own entry (name,
+    section, repeat), so ``compute=measured`` finds every kernel of the plan."""
+    from gxnet import testing as T
+    from gxnet.deployment import Deployment
+    from gxnet.parallel import ParallelSpec
+    from gxnet.plan import ComputeEntry, build_plan
+
+    proc, cal = pipeline("calibrate", *GPT_OSS, "warmup=1", "repeats=3", "max_kernel_bytes=1GiB")
+    assert proc.returncode == 0, proc.stderr
+    table = json.loads((cal / "calibration.json").read_text())
+    d = Deployment(model=T.model("gpt_oss_20b"), accelerator=T.accelerator("rx00"), world=16,
+                   parallel=ParallelSpec(scheme="tp_ep", tp=4, ep=4), batch=1, context_tokens=1024)
+    plan = build_plan(d)
+    want = {(s.name, e.name, t): s.repeat for s in plan.sections for e in s.entries if isinstance(e, ComputeEntry)
+            for t in range(len(plan.tracks))}
+    assert {(k["section"], k["name"], k["track"]): k["repeat"] for k in table["kernels"]} == want
+    by_key = {(k["name"], k["track"]): k for k in table["kernels"]}
+    reused = [k for k in table["kernels"] if k.get("reused_from")]
+    assert any(k["name"].startswith("L1.") for k in reused), "the full-attention layer reuses the sliding one's"
+    for k in reused:
+        first = by_key[k["reused_from"]["name"], k["reused_from"]["track"]]
+        assert first.get("reused_from") is None and first["kernel"] == k["kernel"]
+        assert k["measured_s"] == first["measured_s"] and (k["name"], k["track"]) != (first["name"], first["track"])
+    proc, dec = pipeline("decode", *GPT_OSS, "compute=measured", f"calibration={cal / 'calibration.json'}")
+    assert proc.returncode == 0, proc.stderr
+    b = json.loads((dec / "results.json").read_text())["breakdown_s"]
+    res = json.loads((cal / "results.json").read_text())
+    assert b["attention"] + b["ffn"] + b["other"] == pytest.approx(res["measured_compute_s"], rel=1e-9)
