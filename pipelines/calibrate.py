@@ -125,7 +125,7 @@ def task(cfg):
         **s,
         "measured_over_roofline_step": s["measured_compute_s"] / s["roofline_compute_s"] if s["roofline_compute_s"] else None,
         "kernels": [{k: e.get(k) for k in ("section", "name", "kernel", "track", "repeat", "measured_s", "roofline_s",
-                                            "measured_over_roofline", "flops", "hbm_bytes", "scaled", "scale_factor")}
+                                            "measured_over_roofline", "flops", "hbm_bytes", "scaled", "scale_factor", "reused_from")}
                     for e in table["kernels"]],
         "calibration_path": str(out / "calibration.json"),
     }

@@ -162,8 +162,9 @@ def test_layers_of_two_kinds_keep_their_own_entries_and_the_decode_reads_them(pi
         first = by_key[k["reused_from"]["name"], k["reused_from"]["track"]]
         assert first.get("reused_from") is None and first["kernel"] == k["kernel"]
         assert k["measured_s"] == first["measured_s"] and (k["name"], k["track"]) != (first["name"], first["track"])
+    res = json.loads((cal / "results.json").read_text())
+    assert [k.get("reused_from") for k in res["kernels"]] == [k.get("reused_from") for k in table["kernels"]]
     proc, dec = pipeline("decode", *GPT_OSS, "compute=measured", f"calibration={cal / 'calibration.json'}")
     assert proc.returncode == 0, proc.stderr
     b = json.loads((dec / "results.json").read_text())["breakdown_s"]
-    res = json.loads((cal / "results.json").read_text())
     assert b["attention"] + b["ffn"] + b["other"] == pytest.approx(res["measured_compute_s"], rel=1e-9)
