@@ -306,7 +306,7 @@ def _is_hydra_key(override: str) -> bool:
 def _refuse_unknown_additions(loader, config_name: str, hydra_overrides: list[str], variant: list[str],
                               composed) -> None:
     """``+key=value`` adds a key Hydra did not have: refused unless it selects a config group
-    option or names a field its group's schema declares (``+precision.kv_bits=8``)."""
+    option or names a field its group's schema declares (``+model.mtp_layers=1``)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.types import RunMode
     from omegaconf import OmegaConf
