@@ -2,18 +2,15 @@
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from test_sweep_faults import decode_sweep
 
 
-def _sweep(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "pipelines.decode", "-m", "batch=1,2", "ray.enabled=false", *args,
-           f"hydra.sweep.dir={tmp / 'multi'}"]
-    return subprocess.run(cmd, cwd=tmp, env=dict(os.environ, GX_TRACKING="false"), capture_output=True, text=True,
-                          timeout=300)
+def _sweep(tmp: Path, *args: str):
+    """Two points in the driver's process, tracking off."""
+    return decode_sweep(tmp, "batch=1,2", "ray.enabled=false", *args, env=dict(os.environ, GX_TRACKING="false"),
+                        timeout=300)
 
 
 def test_without_job_folders_the_table_still_holds_every_point(tmp_path):
