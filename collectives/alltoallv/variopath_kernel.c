@@ -361,8 +361,6 @@ for (i64 i = 0; i < N; i++) {  /* row by row, each term a plain loop over j (vec
         else \
             for (i64 j = 0; j < N; j++) { const double qv = ri[j] * inv_tau; cr[j] = qv < bw ? qv : bw; } \
         cr[i] = use_w ? FORBID * wi[i] : FORBID;  /* q_ii = FORBID < bw */ \
-        double *ct = credt + rr * NN + i; \
-        for (i64 j = 0; j < N; j++) ct[j * N] = cr[j]; \
     } \
 }
 
@@ -388,7 +386,7 @@ __attribute__((target("avx2"))) static void credit_rows_avx2(VP_CREDIT_ARGS) {
 }
 #endif
 
-static void credit_rows(VP_CREDIT_ARGS) {
+static void credit_rows_values(VP_CREDIT_ARGS) {
 #if defined(VP_X86_SIMD)
     if (cpu_has_avx512f()) {
         credit_rows_avx512(N, G, g, R, use_w, wsc, nodes_on, gcons, power, rp, pp, mx, remmax, inv_tau, rem, pu, pv, nrow,
@@ -404,6 +402,52 @@ static void credit_rows(VP_CREDIT_ARGS) {
     credit_rows_base(N, G, g, R, use_w, wsc, nodes_on, gcons, power, rp, pp, mx, remmax, inv_tau, rem, pu, pv, nrow,
                      node_of, gof, rates_u, w, dgw, cred, credt);
 }
+
+/* credt = cred transposed, rate by rate: the AA's source side reads a lane's candidates side by
+ * side there. A copy, so the same values; in 4 x 4 blocks where the ranks come in fours. */
+static void transpose_base(const double *restrict a, double *restrict t, i64 N, i64 R) {
+    const i64 NN = N * N;
+    for (i64 r = 0; r < R; r++)
+        for (i64 i = 0; i < N; i++)
+            for (i64 j = 0; j < N; j++) t[r * NN + j * N + i] = a[r * NN + i * N + j];
+}
+#if defined(VP_X86_SIMD)
+/* 4 x 4 blocks: unpack pairs of rows, then swap 128-bit halves */
+__attribute__((target("avx2"))) static void transpose_avx2(const double *restrict a, double *restrict t, i64 N, i64 R) {
+    const i64 NN = N * N;
+    for (i64 r = 0; r < R; r++) {
+        const double *ar = a + r * NN;
+        double *tr = t + r * NN;
+        for (i64 i = 0; i < N; i += 4)
+            for (i64 j = 0; j < N; j += 4) {
+                const double *p = ar + i * N + j;
+                const __m256d r0 = _mm256_loadu_pd(p), r1 = _mm256_loadu_pd(p + N), r2 = _mm256_loadu_pd(p + 2 * N),
+                              r3 = _mm256_loadu_pd(p + 3 * N);
+                const __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
+                const __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+                double *q = tr + j * N + i;
+                _mm256_storeu_pd(q, _mm256_permute2f128_pd(t0, t2, 0x20));
+                _mm256_storeu_pd(q + N, _mm256_permute2f128_pd(t1, t3, 0x20));
+                _mm256_storeu_pd(q + 2 * N, _mm256_permute2f128_pd(t0, t2, 0x31));
+                _mm256_storeu_pd(q + 3 * N, _mm256_permute2f128_pd(t1, t3, 0x31));
+            }
+    }
+}
+#endif
+static void transpose_rates(const double *restrict a, double *restrict t, i64 N, i64 R) {
+#if defined(VP_X86_SIMD)
+    if (N % 4 == 0 && cpu_has_avx2()) { transpose_avx2(a, t, N, R); return; }
+#endif
+    transpose_base(a, t, N, R);
+}
+
+/* the credits of the AA run, both layouts */
+static void credit_rows(VP_CREDIT_ARGS) {
+    credit_rows_values(N, G, g, R, use_w, wsc, nodes_on, gcons, power, rp, pp, mx, remmax, inv_tau, rem, pu, pv, nrow,
+                       node_of, gof, rates_u, w, dgw, cred, credt);
+    transpose_rates(cred, credt, N, R);
+}
+
 
 /* Eq. 6 scores are linear in D̂: subtract an activation's bytes per group pair from the shapes
  * with lanes on that pair. Bytes are whole numbers and shape entries small integers, so every
@@ -785,30 +829,38 @@ static double base_quantum(const double *ls, const double *lr, const double *dg,
  * cap and 1 / bw per distinct rate, computed once per τ (the same values as per lane).
  * VP_BEST_CHANNEL(LANE) is the best of the pool rows prow[0 .. npool-1]: the index of the first
  * one with the largest utility (-1 when npool = 0), its utility in *best. LANE(s, d, rid, k, xw, t)
- * gives lane k's bytes (x w) and time. Two rows at a time: each row's bytes are still summed lane
- * by lane in order, but the two rows' additions overlap instead of waiting on each other. */
+ * gives lane k's bytes (x w) and time. Four rows at a time: each row's bytes are still summed lane
+ * by lane in order, but the rows' additions overlap instead of waiting on each other. */
 #define VP_BEST_CHANNEL(LANE) \
     i64 h = -1; \
     double hu = 0.0; \
     i64 b = 0; \
-    for (; b + 2 <= npool; b += 2) { \
-        const i64 r0 = prow[b], r1 = prow[b + 1]; \
+    for (; b + 4 <= npool; b += 4) { \
+        const i64 r0 = prow[b], r1 = prow[b + 1], r2 = prow[b + 2], r3 = prow[b + 3]; \
         const i64 *s0 = rsrc + r0 * N, *d0 = rdst + r0 * N, *i0 = fam_rid + rfam[r0] * N; \
         const i64 *s1 = rsrc + r1 * N, *d1 = rdst + r1 * N, *i1 = fam_rid + rfam[r1] * N; \
-        double use0 = 0.0, use1 = 0.0, dur0 = 0.0, dur1 = 0.0; \
+        const i64 *s2 = rsrc + r2 * N, *d2 = rdst + r2 * N, *i2 = fam_rid + rfam[r2] * N; \
+        const i64 *s3 = rsrc + r3 * N, *d3 = rdst + r3 * N, *i3 = fam_rid + rfam[r3] * N; \
+        double use0 = 0.0, use1 = 0.0, use2 = 0.0, use3 = 0.0, dur0 = 0.0, dur1 = 0.0, dur2 = 0.0, dur3 = 0.0; \
         for (i64 k = 0; k < N; k++) { \
-            double xw0, t0, xw1, t1; \
+            double xw0, t0, xw1, t1, xw2, t2, xw3, t3; \
             LANE(s0, d0, i0, k, xw0, t0); \
             LANE(s1, d1, i1, k, xw1, t1); \
-            use0 += xw0; \
-            use1 += xw1; \
+            LANE(s2, d2, i2, k, xw2, t2); \
+            LANE(s3, d3, i3, k, xw3, t3); \
+            use0 += xw0; use1 += xw1; use2 += xw2; use3 += xw3; \
             if (t0 > dur0) dur0 = t0; \
             if (t1 > dur1) dur1 = t1; \
+            if (t2 > dur2) dur2 = t2; \
+            if (t3 > dur3) dur3 = t3; \
         } \
         const double u0 = use0 / (lambda + dur0 + 1e-300), u1 = use1 / (lambda + dur1 + 1e-300); \
-        if (uout) { uout[b] = u0; uout[b + 1] = u1; } \
+        const double u2 = use2 / (lambda + dur2 + 1e-300), u3 = use3 / (lambda + dur3 + 1e-300); \
+        if (uout) { uout[b] = u0; uout[b + 1] = u1; uout[b + 2] = u2; uout[b + 3] = u3; } \
         if (h < 0 || u0 > hu) { hu = u0; h = b; } \
         if (u1 > hu) { hu = u1; h = b + 1; } \
+        if (u2 > hu) { hu = u2; h = b + 2; } \
+        if (u3 > hu) { hu = u3; h = b + 3; } \
     } \
     for (; b < npool; b++) { \
         const i64 row = prow[b]; \
@@ -866,15 +918,31 @@ static void lane_terms_at(const i64 *so, const i64 *dso, i64 n, const double *re
     }
 }
 
-static void lane_terms(const double *restrict rem, const double *restrict w, int wsel, const double *capr,
-                       const double *invr, i64 N, i64 R, double *restrict xw, double *restrict tt) {
-    const i64 NN = N * N;
-    for (i64 r = 0; r < R; r++) {
-        const double cap = capr[r], inv = invr[r];
-        double *restrict xr = xw + r * NN, *restrict tr = tt + r * NN;
-        for (i64 o = 0; o < NN; o++) lane_term(rem[o], cap, inv, w[o], wsel, xr + o, tr + o);  /* vectorizes */
+/* lane_terms: every entry's lane_term, compiled for SSE2, AVX2 and AVX-512 vectors (elementwise, so
+ * the same values) and chosen at run time */
+#define VP_LANE_TERMS_ARGS const double *restrict rem, const double *restrict w, int wsel, const double *capr, \
+    const double *invr, i64 N, i64 R, double *restrict xw, double *restrict tt
+#define VP_LANE_TERMS \
+    const i64 NN = N * N; \
+    for (i64 r = 0; r < R; r++) { \
+        const double cap = capr[r], inv = invr[r]; \
+        double *restrict xr = xw + r * NN, *restrict tr = tt + r * NN; \
+        for (i64 o = 0; o < NN; o++) lane_term(rem[o], cap, inv, w[o], wsel, xr + o, tr + o); \
     }
+static void lane_terms_base(VP_LANE_TERMS_ARGS) { VP_LANE_TERMS }
+#if defined(VP_X86_SIMD)
+__attribute__((target("avx512f"))) static void lane_terms_avx512(VP_LANE_TERMS_ARGS) { VP_LANE_TERMS }
+__attribute__((target("avx2"))) static void lane_terms_avx2(VP_LANE_TERMS_ARGS) { VP_LANE_TERMS }
+#endif
+static void lane_terms(VP_LANE_TERMS_ARGS) {
+#if defined(VP_X86_SIMD)
+    if (cpu_has_avx512f()) { lane_terms_avx512(rem, w, wsel, capr, invr, N, R, xw, tt); return; }
+    if (cpu_has_avx2()) { lane_terms_avx2(rem, w, wsel, capr, invr, N, R, xw, tt); return; }
+#endif
+    lane_terms_base(rem, w, wsel, capr, invr, N, R, xw, tt);
 }
+#undef VP_LANE_TERMS
+#undef VP_LANE_TERMS_ARGS
 
 /* best_channel on the lane terms: per lane two loads instead of the rate lookups and products
  * (the same sums in the same order, so the same utilities). */
