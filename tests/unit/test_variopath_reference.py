@@ -37,19 +37,9 @@ def test_every_case_has_reference_data():
 
 def _build(flags: tuple[str, ...], out: Path) -> Path | None:
     """variopath_kernel.c compiled as setup.py does, plus ``flags``; None without a C compiler."""
-    import shlex
-    import subprocess
-    import sysconfig
+    from pipelines.kernel_build import build_kernel
 
-    cc = shlex.split(sysconfig.get_config_var("CC") or "cc")
-    src = Path(__file__).resolve().parents[2] / "collectives" / "alltoallv" / "variopath_kernel.c"
-    cmd = [*cc, "-O3", "-ffp-contract=off", "-fPIC", "-shared", f"-I{sysconfig.get_paths()['include']}", *flags,
-           str(src), "-o", str(out), "-lm"]
-    try:
-        done = subprocess.run(cmd, capture_output=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out if done.returncode == 0 else None
+    return build_kernel(out, flags)
 
 
 @pytest.mark.slow
