@@ -1,8 +1,9 @@
 """Build step of the package metadata in pyproject.toml: the compiled VarioPath planning loop and
 the shared-host OCS planner's coordinate descent (``fabrics/planner/descent_kernel.c`` ->
-``fabrics.planner._descent_kernel``, the same kind of optional extension with a Python fallback)
-and the balanced trees' last-hop assignment (``collectives/tree_kernel.c`` ->
-``collectives._tree_kernel``, likewise).
+``fabrics.planner._descent_kernel``, the same kind of optional extension with a Python fallback),
+the balanced trees' last-hop assignment (``collectives/tree_kernel.c`` ->
+``collectives._tree_kernel``, likewise) and Simlette's port loop without credits
+(``fabrics/network/simlette/engine_core.c`` -> ``fabrics.network.simlette._engine_core``, likewise).
 
 ``collectives/alltoallv/variopath_kernel.c`` becomes the extension module
 ``collectives.alltoallv._variopath_kernel`` on ``pip install`` (and in place on ``pip install -e``
@@ -31,6 +32,8 @@ setup(
                            libraries=["m"], optional=True),
                  Extension("fabrics.planner._descent_kernel", ["fabrics/planner/descent_kernel.c"],
                            libraries=["m"], optional=True),
-                 Extension("collectives._tree_kernel", ["collectives/tree_kernel.c"], optional=True)],
+                 Extension("collectives._tree_kernel", ["collectives/tree_kernel.c"], optional=True),
+                 Extension("fabrics.network.simlette._engine_core", ["fabrics/network/simlette/engine_core.c"],
+                           libraries=["m"], optional=True)],
     cmdclass={"build_ext": BuildKernel},
 )

@@ -16,7 +16,8 @@ the analytical model's step for comparison. Paper (Ryzen 9 9950X core): 827 s fl
 
 ``--before REV`` times the paper's case (256 x 8 ports, 40 KiB all-reduce, one-shot in both modes
 and the auto schedule optimized) on this tree and on the tree of git revision REV (extracted with
-``git archive`` into a temporary folder), alternating the two per repeat, each run in a fresh
+``git archive`` into a temporary folder, its compiled Simlette loop built there if it has one; each
+side prints which loop ran), alternating the two per repeat, each run in a fresh
 process; the time counted is building the network and simulating (beyond Python start-up and
 imports). It prints the medians side by side, the event counts, events per CPU second against
 SimPy's own ceiling (processes yielding bare timeouts, measured in the same run) and whether both
@@ -128,6 +129,7 @@ def child(tree: str, mode: str, n: int, schedule: str) -> None:
     import fabrics
 
     print(json.dumps({"wall_s": res["wall_s"], "cpu_s": res["cpu_s"], "events": res["events"],
+                      "engine": res["simlette"].get("engine", "python"),
                       "completion_s": res["completion_s"], "schedule": res["schedule"],
                       "tree": str(Path(fabrics.__file__).resolve().parent.parent)}))
 
@@ -141,12 +143,26 @@ def _run_child(tree: Path, mode: str, n: int, schedule: str) -> dict:
     return res
 
 
+def build_engine_core(tree: Path) -> None:
+    """The compiled Simlette loop of an extracted tree, built in place as an install would (a tree
+    from before it has none: that side runs its Python loop)."""
+    import sysconfig
+
+    from pipelines.kernel_build import build_kernel
+
+    src = tree / "fabrics" / "network" / "simlette" / "engine_core.c"
+    if src.exists() and build_kernel(src.with_name("_engine_core" + sysconfig.get_config_var("EXT_SUFFIX")),
+                                     source=src) is None:
+        sys.exit(f"error: could not compile {src} (a C compiler and Python headers are needed)")
+
+
 def before_after(rev: str, repeat: int, n: int = 256, cases=BEFORE_AFTER_CASES) -> None:
     """The paper's case on the tree of ``rev`` and on this tree, alternating, medians side by side."""
     with tempfile.TemporaryDirectory(prefix="simlette_before_") as tmp:
         before = Path(tmp)
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
+        build_engine_core(before)
         trees = {"before": before, "after": ROOT}
         ceilings = []
         print(f"{n} accelerators x 8 ports, single_eps, 40 KiB all-reduce; before = {rev}, after = this tree; "
@@ -160,9 +176,9 @@ def before_after(rev: str, repeat: int, n: int = 256, cases=BEFORE_AFTER_CASES) 
             med = {k: {f: statistics.median(r[f] for r in v) for f in ("wall_s", "cpu_s")} for k, v in runs.items()}
             b, a = runs["before"][0], runs["after"][0]
             same = all(r["completion_s"] == b["completion_s"] for v in runs.values() for r in v)
-            print(f"{mode:>9} {b['schedule']:<8} | before {med['before']['wall_s']:6.2f} s wall "
+            print(f"{mode:>9} {b['schedule']:<8} | before ({b['engine']}) {med['before']['wall_s']:6.2f} s wall "
                   f"{med['before']['cpu_s']:6.2f} s cpu {b['events']:>10,} events "
-                  f"({b['events'] / med['before']['cpu_s'] / 1e3:5.0f} k/s) | after {med['after']['wall_s']:6.2f} s wall "
+                  f"({b['events'] / med['before']['cpu_s'] / 1e3:5.0f} k/s) | after ({a['engine']}) {med['after']['wall_s']:6.2f} s wall "
                   f"{med['after']['cpu_s']:6.2f} s cpu {a['events']:>10,} events "
                   f"({a['events'] / med['after']['cpu_s'] / 1e3:5.0f} k/s) | speed-up "
                   f"{med['before']['wall_s'] / med['after']['wall_s']:4.2f}x wall "

@@ -1,9 +1,10 @@
-"""Compiles a variant of the VarioPath planning loop (``variopath_kernel.c``) outside the install.
+"""Compiles one of the project's C loops outside the install, with the install's compiler flags.
 
-The install builds the loop once (setup.py); tests and benchmarks also build variants of it --
-narrower SIMD paths (``-DVP_NO_AVX512``), or the loop of an older revision for a before/after in
-one process -- with the same compiler flags, so that a variant plans exactly as an installed
-build of its source would.
+The install builds each optional extension once (setup.py); tests and benchmarks also build
+variants -- the VarioPath loop (``variopath_kernel.c``, the default source) with narrower SIMD
+paths (``-DVP_NO_AVX512``), an older revision's loop for a before/after in one process, or the
+Simlette loop of an extracted tree -- with the same flags, so that a variant computes exactly as
+an installed build of its source would.
 """
 
 from __future__ import annotations

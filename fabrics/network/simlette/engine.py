@@ -360,13 +360,16 @@ class Engine:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            if self.limited:
-                self._run_limited()
-            else:
-                self._run_unlimited()
+            self._loop()
         finally:
             if collecting:
                 gc.enable()
+
+    def _loop(self) -> None:
+        if self.limited:
+            self._run_limited()
+        else:
+            self._run_unlimited()
 
     def _run_limited(self) -> None:
         env = self.env

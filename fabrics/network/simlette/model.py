@@ -31,7 +31,7 @@ from collectives.errors import SpecError
 from fabrics.network.analytical import SingleLevelParams, native_time_s
 from fabrics.network.protocol import (CollectiveCall, Completion, DemandEntry, NetworkReport, check_in_demand,
                                       schedules_by_row)
-from fabrics.network.simlette.engine import Engine
+from fabrics.network.simlette.compiled import engine_kind, make_engine
 from fabrics.network.simlette.params import SimletteParams
 from fabrics.network.simlette.routing import OcsFabric, RoutedSimFabric, SimFabric
 from fabrics.network.simlette.runner import CallRun, Plan, plan_of, plan_of_arrays
@@ -50,7 +50,7 @@ class _Live:
 
     def __init__(self, net: "SimletteNetwork"):
         self.net = net
-        self.engine = Engine(net.fabric, net.params)
+        self.engine = make_engine(net.fabric, net.params)
         self.done: list[CallRun] = []
         self.runs: list[CallRun] = []
 
@@ -372,6 +372,7 @@ class SimletteNetwork:
         return {
             "mode": self.params.mode,
             "buffer_bytes": self.params.buffer_bytes,
+            "engine": engine_kind(self.params),
             "events": self.events,
             "sim_wall_s": self.sim_wall_s,
             "episodes_simulated": self.simulated_episodes + (1 if self._regs and self._live is not None else 0),
