@@ -27,6 +27,7 @@ typedef int64_t i64;
 
 typedef struct { double t; i64 seq; i64 ev; int prio; } Event;
 typedef struct { double ready; i64 nbytes, nflits, last; int32_t msg, path, hop, next_free; } Unit;
+typedef struct { i64 rem; double arrival; } Msg;  /* wire bytes still to arrive, latest arrival so far */
 typedef struct { i64 *buf; i64 head, len, cap; } Queue;  /* ring of unit indices; cap a power of two */
 
 typedef struct {
@@ -42,7 +43,8 @@ typedef struct {
     i64 *path_off, *path_links; i64 npaths, cappaths, nlinks_used, caplinks;
     i64 *ptab; i64 ptab_cap;    /* open-addressing table of path ids (-1 empty), keyed by their links */
     PyObject *after_src;         /* the fabric's after_s list: read when a path is first seen */
-    i64 *msg_rem; double *msg_arr; int32_t *msg_free; i64 nmsg, capmsg, nfree;
+    Msg *msgs; i64 nmsg, capmsg;
+    i64 *msg_free; i64 nfree, capfree;  /* ids of arrived messages, reused first */
     double now;
     i64 events;
     int pending_arrival;        /* an arrival returned: its event's last step is still to do */
@@ -230,10 +232,10 @@ static int step(Core *c, i64 *x) {
         } else {
             const i64 m = c->units[ui].msg;
             const double arrival = end + after;
-            c->msg_rem[m] -= size;
-            if (arrival > c->msg_arr[m]) c->msg_arr[m] = arrival;
+            c->msgs[m].rem -= size;
+            if (arrival > c->msgs[m].arrival) c->msgs[m].arrival = arrival;
             if (done_unit >= 0) unit_free(c, done_unit);
-            if (c->msg_rem[m] <= 0) {
+            if (c->msgs[m].rem <= 0) {
                 c->pending_arrival = 1;
                 c->cont_link = link;
                 c->cont_end = end;
@@ -309,17 +311,12 @@ static i64 msg_new(Core *c, i64 wire) {
     i64 m;
     if (c->nfree) m = c->msg_free[--c->nfree];
     else {
-        i64 cap = c->capmsg;
-        if (grow((void **)&c->msg_rem, &cap, c->nmsg + 1, sizeof(i64)) < 0) return -1;
-        cap = c->capmsg;
-        if (grow((void **)&c->msg_arr, &cap, c->nmsg + 1, sizeof(double)) < 0) return -1;
-        cap = c->capmsg;
-        if (grow((void **)&c->msg_free, &cap, c->nmsg + 1, sizeof(int32_t)) < 0) return -1;
-        c->capmsg = cap;
+        if (grow((void **)&c->msgs, &c->capmsg, c->nmsg + 1, sizeof(Msg)) < 0 ||
+            grow((void **)&c->msg_free, &c->capfree, c->nmsg + 1, sizeof(i64)) < 0) return -1;  /* room to free them all */
         m = c->nmsg++;
     }
-    c->msg_rem[m] = wire;
-    c->msg_arr[m] = 0.0;
+    c->msgs[m].rem = wire;
+    c->msgs[m].arrival = 0.0;
     return m;
 }
 
@@ -329,7 +326,7 @@ static void Core_dealloc(Core *c) {
         for (i64 k = 0; k < c->n; k++) free(c->q[k].buf);
     free(c->q); free(c->inv_rate); free(c->after); free(c->busy_until); free(c->wake_at); free(c->busy_s);
     free(c->bytes_sent); free(c->heap); free(c->units); free(c->path_off); free(c->path_links);
-    free(c->msg_rem); free(c->msg_arr); free(c->msg_free); free(c->ptab);
+    free(c->msgs); free(c->msg_free); free(c->ptab);
     Py_XDECREF(c->after_src);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
@@ -439,8 +436,8 @@ static PyObject *Core_run(Core *c, PyObject *unused) {
     const int code = step(c, &x);
     if (code < 0) return NULL;
     if (code == 2) {
-        c->msg_free[c->nfree++] = (int32_t)x;  /* arrived: its id may be reused by what the handler sends */
-        return Py_BuildValue("(idLdL)", code, c->now, (long long)x, c->msg_arr[x], (long long)c->msg_rem[x]);
+        c->msg_free[c->nfree++] = x;  /* arrived: its id may be reused by what the handler sends */
+        return Py_BuildValue("(idLdL)", code, c->now, (long long)x, c->msgs[x].arrival, (long long)c->msgs[x].rem);
     }
     return Py_BuildValue("(idLdL)", code, c->now, (long long)x, 0.0, 0LL);
 }
