@@ -2,7 +2,7 @@
 the shared-host OCS planner's coordinate descent (``fabrics/planner/descent_kernel.c`` ->
 ``fabrics.planner._descent_kernel``, the same kind of optional extension with a Python fallback),
 the balanced trees' last-hop assignment (``collectives/tree_kernel.c`` ->
-``collectives._tree_kernel``, likewise) and Simlette's port loop without credits
+``collectives._tree_kernel``, likewise) and Simlette's port loop
 (``fabrics/network/simlette/engine_core.c`` -> ``fabrics.network.simlette._engine_core``, likewise).
 
 ``collectives/alltoallv/variopath_kernel.c`` becomes the extension module

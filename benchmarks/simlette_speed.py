@@ -13,6 +13,7 @@ the analytical model's step for comparison. Paper (Ryzen 9 9950X core): 827 s fl
 90 s optimized; targets here: <= 90 s and <= 9 s; decode step <= 60 s.
 
     .venv/bin/python benchmarks/simlette_speed.py --before 6f183eb --repeat 3   # before/after, one run
+    .venv/bin/python benchmarks/simlette_speed.py --before python --buffer 16384   # Python loop vs compiled, credits
 
 ``--before REV`` times the paper's case (256 x 8 ports, 40 KiB all-reduce, one-shot in both modes
 and the auto schedule optimized) on this tree and on the tree of git revision REV (extracted with
@@ -42,13 +43,13 @@ sys.path.insert(0, str(ROOT))
 KIB = 1024
 
 
-def one_allreduce(n: int, ports: int, size: int, mode: str, schedule: str | None) -> dict:
+def one_allreduce(n: int, ports: int, size: int, mode: str, schedule: str | None, buffer_bytes: int | None = None) -> dict:
     from fabrics.network.simlette.build import simulate_collective
     from pipelines.network import simlette_from_config
 
     t0, c0 = time.perf_counter(), time.process_time()
     net = simlette_from_config({"kind": "single_eps", "ports": ports, "link_rate_Bps": 5e10, "accelerators": n},
-                               {"mode": mode, "schedule": schedule})
+                               {"mode": mode, "schedule": schedule, "buffer_bytes": buffer_bytes})
     res = simulate_collective(net, "allreduce", size)
     res["wall_s"] = time.perf_counter() - t0
     res["cpu_s"] = time.process_time() - c0  # differs from wall when other processes share the core
@@ -122,10 +123,16 @@ def simpy_ceiling(events: int = 400_000, processes: int = 1000) -> float:
 BEFORE_AFTER_CASES = (("optimized", "one_shot"), ("flit", "one_shot"), ("optimized", "auto"))
 
 
-def child(tree: str, mode: str, n: int, schedule: str) -> None:
-    """One timed run in this process on the code of ``tree`` (JSON on stdout)."""
+def child(tree: str, mode: str, n: int, schedule: str, buffer_bytes: str, loop: str) -> None:
+    """One timed run in this process on the code of ``tree`` (JSON on stdout); loop "python": with
+    the compiled Simlette loop switched off."""
     sys.path.insert(0, tree)
-    res = one_allreduce(n, 8, 40 * KIB, mode, None if schedule == "auto" else schedule)
+    if loop == "python":
+        from fabrics.network.simlette.compiled import CORE
+
+        CORE.use(False)
+    res = one_allreduce(n, 8, 40 * KIB, mode, None if schedule == "auto" else schedule,
+                        None if buffer_bytes == "unlimited" else int(buffer_bytes))
     import fabrics
 
     print(json.dumps({"wall_s": res["wall_s"], "cpu_s": res["cpu_s"], "events": res["events"],
@@ -134,8 +141,9 @@ def child(tree: str, mode: str, n: int, schedule: str) -> None:
                       "tree": str(Path(fabrics.__file__).resolve().parent.parent)}))
 
 
-def _run_child(tree: Path, mode: str, n: int, schedule: str) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(tree), mode, str(n), schedule]
+def _run_child(tree: Path, mode: str, n: int, schedule: str, buffer_bytes: int | None, loop: str) -> dict:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(tree), mode, str(n), schedule,
+           "unlimited" if buffer_bytes is None else str(buffer_bytes), loop]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=tree,
                          env={**os.environ, "PYTHONPATH": str(tree)})
     res = json.loads(out.stdout.strip().splitlines()[-1])
@@ -156,22 +164,26 @@ def build_engine_core(tree: Path) -> None:
         sys.exit(f"error: could not compile {src} (a C compiler and Python headers are needed)")
 
 
-def before_after(rev: str, repeat: int, n: int = 256, cases=BEFORE_AFTER_CASES) -> None:
-    """The paper's case on the tree of ``rev`` and on this tree, alternating, medians side by side."""
+def before_after(rev: str, repeat: int, n: int = 256, cases=BEFORE_AFTER_CASES, buffer_bytes: int | None = None) -> None:
+    """The paper's case on the tree of ``rev`` (``python``: this tree with its Python loop) and on
+    this tree, alternating, medians side by side."""
     with tempfile.TemporaryDirectory(prefix="simlette_before_") as tmp:
-        before = Path(tmp)
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
-        build_engine_core(before)
+        before = Path(tmp) if rev != "python" else ROOT
+        if rev != "python":
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
+            build_engine_core(before)
         trees = {"before": before, "after": ROOT}
+        loops = {"before": "python" if rev == "python" else "auto", "after": "auto"}
         ceilings = []
-        print(f"{n} accelerators x 8 ports, single_eps, 40 KiB all-reduce; before = {rev}, after = this tree; "
+        buf = "unlimited buffers" if buffer_bytes is None else f"{buffer_bytes} B receive buffers"
+        print(f"{n} accelerators x 8 ports, single_eps, 40 KiB all-reduce, {buf}; before = {rev}, after = this tree; "
               f"medians of {repeat} runs, each in a fresh process (build + simulate, beyond start-up)", flush=True)
         for mode, schedule in cases:
             runs: dict[str, list[dict]] = {k: [] for k in trees}
             for _ in range(repeat):
                 for name, tree in trees.items():
-                    runs[name].append(_run_child(tree, mode, n, schedule))
+                    runs[name].append(_run_child(tree, mode, n, schedule, buffer_bytes, loops[name]))
                 ceilings.append(simpy_ceiling())
             med = {k: {f: statistics.median(r[f] for r in v) for f in ("wall_s", "cpu_s")} for k, v in runs.items()}
             b, a = runs["before"][0], runs["after"][0]
@@ -190,8 +202,8 @@ def before_after(rev: str, repeat: int, n: int = 256, cases=BEFORE_AFTER_CASES) 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        _, _, tree, mode, n, schedule = sys.argv
-        child(tree, mode, int(n), schedule)
+        _, _, tree, mode, n, schedule, buffer_bytes, loop = sys.argv
+        child(tree, mode, int(n), schedule, buffer_bytes, loop)
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=1, help="runs per mode (median reported)")
@@ -201,14 +213,18 @@ def main() -> None:
     ap.add_argument("--fabrics", default="single_eps,all_eps,hybrid,all_ocs",
                     help="decode-step fabrics (comma list; 512 of 576 accelerators on the two-level ones)")
     ap.add_argument("--before", metavar="REV", default=None,
-                    help="time the paper's case on git revision REV and on this tree side by side, then stop")
+                    help="time the paper's case on git revision REV (or `python`: this tree's Python loop) and "
+                         "on this tree side by side, then stop")
+    ap.add_argument("--buffer", type=int, default=None, metavar="BYTES",
+                    help="with --before: receive buffers of this size (credits; default unlimited)")
     ap.add_argument("--cases", default=",".join(f"{m}:{s}" for m, s in BEFORE_AFTER_CASES),
                     help="with --before: mode:schedule list (schedule auto = the model's choice)")
     args = ap.parse_args()
     if args.core is not None:
         os.sched_setaffinity(0, {args.core})
     if args.before:
-        before_after(args.before, max(1, args.repeat), cases=[tuple(c.split(":")) for c in args.cases.split(",")])
+        before_after(args.before, max(1, args.repeat), cases=[tuple(c.split(":")) for c in args.cases.split(",")],
+                     buffer_bytes=args.buffer)
         return
     print("paper (Ryzen 9 9950X core): 256 acc one-shot 40 KiB: flit 827 s, optimized 90 s (9.2x); "
           "targets here: flit <= 90 s, optimized <= 9 s, decode step <= 60 s", flush=True)

@@ -1,7 +1,8 @@
 """Simlette's compiled port loop gives what the Python loop gives, bit for bit, and is chosen right.
 
-The reference cases of ``simlette_reference_cases.py`` with unlimited buffers run through both
-loops: every output (completion times, schedule, each used link's bytes and busy time as an exact
+The reference cases of ``simlette_reference_cases.py`` (unlimited and finite buffers, write
+responses, every fabric kind, both modes) run through both loops: every output (completion times,
+schedule, last credit return, each used link's bytes, busy and credit-stall time as an exact
 digest) and the event count must be equal, and both must equal the recorded reference. The
 default suite runs the cases ``test_simlette_reference.py`` runs by default; the rest are slow.
 """
@@ -25,7 +26,6 @@ from pipelines.network import simlette_from_config  # noqa: E402
 REFERENCE = json.loads(DATA.read_text())
 BUILT = CORE.load() is not None
 needs_build = pytest.mark.skipif(not BUILT, reason="the compiled Simlette loop is not built")
-UNLIMITED = [c for c in cases() if c["network"].get("buffer_bytes") is None]
 
 
 def _both(run):
@@ -47,7 +47,7 @@ def _equal(got: dict, want: dict) -> None:
 
 @needs_build
 @pytest.mark.parametrize("case", [pytest.param(c, id=c["name"], marks=[pytest.mark.slow] if c["slow"] else [])
-                                  for c in UNLIMITED])
+                                  for c in cases()])
 def test_both_loops_give_the_reference_and_the_same_events(case):
     compiled, python = _both(lambda: outputs(case))
     _equal(compiled, REFERENCE[case["name"]])
@@ -57,10 +57,11 @@ def test_both_loops_give_the_reference_and_the_same_events(case):
 
 @needs_build
 @pytest.mark.parametrize("mode", ["optimized", "flit"])
-def test_concurrent_calls_that_stop_the_loop_midway_agree(mode):
+@pytest.mark.parametrize("buffer_bytes", [None, 2048])
+def test_concurrent_calls_that_stop_the_loop_midway_agree(mode, buffer_bytes):
     # three calls on one engine: each completion stops the run inside a callback, the next run
     # resumes where it stopped; write responses arrive after their calls end
-    compiled, python = _both(lambda: multi_call_outputs(mode, None))
+    compiled, python = _both(lambda: multi_call_outputs(mode, buffer_bytes))
     assert compiled == python
 
 
@@ -70,12 +71,10 @@ def _net(buffer_bytes=None, mode="optimized"):
 
 
 @needs_build
-def test_the_compiled_loop_runs_where_buffers_are_unlimited():
-    net = _net()
+@pytest.mark.parametrize("buffer_bytes", [None, 4096])
+def test_the_compiled_loop_runs_where_it_is_built(buffer_bytes):
+    net = _net(buffer_bytes=buffer_bytes)
     assert isinstance(make_engine(net.fabric, net.params), CompiledEngine)
-    finite = _net(buffer_bytes=4096)
-    engine = make_engine(finite.fabric, finite.params)
-    assert type(engine) is Engine  # credits: the Python loop
 
 
 @needs_build
@@ -90,20 +89,24 @@ def test_switched_off_the_python_loop_runs_and_the_report_says_which():
         assert simulate_collective(net, "allreduce", 4096)["simlette"]["engine"] == "python"
     finally:
         CORE.use(previous)
-    assert simulate_collective(_net(buffer_bytes=4096), "allreduce", 4096)["simlette"]["engine"] == "python"
 
 
 @needs_build
 def test_the_core_refuses_malformed_input():
     net = _net()
     n = net.fabric.n_links
-    core = CORE.load().Core(n, [1e-9] * n, list(net.fabric.after_s), False, 640)
+    after, ret = list(net.fabric.after_s), list(net.fabric.credit_return_s)
+    core = CORE.load().Core(n, [1e-9] * n, after, False, 640, -1, 1, ret)
     with pytest.raises(ValueError, match="values for"):
-        CORE.load().Core(n, [1e-9] * (n - 1), list(net.fabric.after_s), False, 640)
+        CORE.load().Core(n, [1e-9] * (n - 1), after, False, 640, -1, 1, ret)
+    with pytest.raises(ValueError, match="chunk_flits"):
+        CORE.load().Core(n, [1e-9] * n, after, False, 640, 4, 0, ret)
     with pytest.raises(TypeError, match="share is"):
-        core.enqueue_all(0.0, 0.0, 640, [(640, 1)], [(0,)])
+        core.enqueue_all(0.0, 0.0, 640, [(640, 1)], [(0,)], 0)
     with pytest.raises(ValueError, match="not one of the"):
-        core.enqueue_all(0.0, 0.0, 640, [(640, 1, 640)], [(n,)])
+        core.enqueue_all(0.0, 0.0, 640, [(640, 1, 640)], [(n,)], 0)
+    with pytest.raises(ValueError, match="channel"):
+        core.enqueue_all(0.0, 0.0, 640, [(640, 1, 640)], [(0,)], 2)
     with pytest.raises(ValueError, match="callback ids"):
         core.at(0.0, 0, False)
     assert core.run()[0] == 0 and not core.pending()  # nothing was queued by the refused calls

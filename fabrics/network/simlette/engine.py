@@ -10,9 +10,9 @@ Design, for speed and for the deferred latency accounting of Appendix C.5:
   (``env.now``) is kept for those callbacks. The order is part of the model: units with equal
   ready times queue at a port in the order their events ran, so an engine that skipped or
   merged events (e.g. sent a port's next unit without waking it) would break ties differently
-  and change results; this one keeps every event and makes each cheap. With unlimited buffers
-  the same loop also runs compiled (``compiled.py``, ``engine_core.c``; bit-identical), and this
-  one is its reference and fallback.
+  and change results; this one keeps every event and makes each cheap. The same loops also run
+  compiled (``compiled.py``, ``engine_core.c``; bit-identical), and these are their reference
+  and fallback.
 * Deferred accounting: when a port puts data on its link, the data is handed to the next stage
   *at once*, stamped with the time it will be ready there (end of serialization + cable +
   switch / pass-through, or + sink latency at the destination). Simulated time advances only

@@ -1,19 +1,19 @@
-/* Simlette's port loop without credits (unlimited buffers), compiled: the hot loop of both modes.
+/* Simlette's port loop, compiled: the hot loop of both modes, with and without credits.
  *
- * A line-for-line port of Engine._run_unlimited and Engine._enqueue_all
- * (fabrics/network/simlette/engine.py), which stays the reference and the fallback. Built when
- * gxnet is installed (setup.py: the optional extension fabrics.network.simlette._engine_core,
- * -O3 -ffp-contract=off, so every float is the same IEEE operation in the same order as
- * Python's) and used by fabrics/network/simlette/compiled.py.
+ * A line-for-line port of Engine._run_unlimited, Engine._run_limited / _try_start / _credit_back
+ * and the queueing half of Engine._enqueue_all (fabrics/network/simlette/engine.py), which stays
+ * the reference and the fallback. Built when gxnet is installed (setup.py: the optional extension
+ * fabrics.network.simlette._engine_core, -O3 -ffp-contract=off, so every float is the same IEEE
+ * operation in the same order as Python's) and used by fabrics/network/simlette/compiled.py.
  *
  * The event queue orders events as SimPy does: (time, priority, insertion count), URGENT (0)
  * before NORMAL (1) at equal times -- the order the Python engine's per-time FIFOs give. An
  * event is a link id >= 0 (wake that port) or -c (the Python callback c). Units (a message's
  * flits on one path) live in a pool and sit in per-port queues sorted by ready time (FIFO among
- * equals). The loop returns to Python for a callback and when a message's last byte is
- * scheduled to arrive; an arrival leaves the rest of its event (re-waking the port) pending
- * until the next call (run or settle), so what the arrival's handler schedules comes first, as
- * in the Python loop.
+ * equals); credits come back through per-link queues sorted by time. The loop returns to Python
+ * for a callback and when a message's last byte is scheduled to arrive; an arrival leaves the
+ * rest of its event (re-waking the port) pending until the next call (run or settle), so what
+ * the arrival's handler schedules comes first, as in the Python loop.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,12 +22,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ABI 1
+#define ABI 2
 typedef int64_t i64;
 
 typedef struct { double t; i64 seq; i64 ev; int prio; } Event;
 typedef struct { double ready; i64 nbytes, nflits, last; int32_t msg, path, hop, next_free; } Unit;
-typedef struct { i64 rem; double arrival; } Msg;  /* wire bytes still to arrive, latest arrival so far */
+typedef struct { i64 rem; double arrival; int channel; } Msg;  /* wire bytes still to arrive, latest arrival so far */
+typedef struct { double t; i64 n; } Credit;  /* n credits back at the sender at t */
+typedef struct { Credit *buf; i64 head, len, cap; } Returns;  /* ring sorted by t; cap a power of two */
 typedef struct { i64 *buf; i64 head, len, cap; } Queue;  /* ring of unit indices; cap a power of two */
 
 typedef struct {
@@ -45,6 +47,15 @@ typedef struct {
     PyObject *after_src;         /* the fabric's after_s list: read when a path is first seen */
     Msg *msgs; i64 nmsg, capmsg;
     i64 *msg_free; i64 nfree, capfree;  /* ids of arrived messages, reused first */
+    /* credits (finite buffers): per channel (0 request, 1 response) and link */
+    int limited;
+    i64 chunk_flits;
+    i64 *credits[2];
+    Returns *returns[2];
+    char *waiting;               /* out of credits with none on the way back */
+    double *stall_since, *stall_s, *credit_ret;  /* stall_since: NAN when not stalled */
+    PyObject *ret_src;           /* the fabric's credit_return_s list: read when a path is first seen */
+    double last_credit_return;
     double now;
     i64 events;
     int pending_arrival;        /* an arrival returned: its event's last step is still to do */
@@ -161,6 +172,122 @@ static int enqueue_at(Core *c, i64 link, i64 u, double now) {
     return wake_by(c, link, t, now);
 }
 
+/* -- credits (Engine._credit_back, the credit part of Engine._try_start) -- */
+static inline Credit *r_at(const Returns *r, i64 k) { return &r->buf[(r->head + k) & (r->cap - 1)]; }
+
+static int credit_back(Core *c, int ch, i64 link, double t, i64 n, double now) {
+    Returns *r = &c->returns[ch][link];
+    if (r->len == r->cap) {
+        const i64 cap = r->cap ? 2 * r->cap : 8;
+        Credit *b = malloc(sizeof(Credit) * (size_t)cap);
+        if (!b) { PyErr_NoMemory(); return -1; }
+        for (i64 k = 0; k < r->len; k++) b[k] = *r_at(r, k);
+        free(r->buf);
+        r->buf = b; r->head = 0; r->cap = cap;
+    }
+    i64 i = r->len;  /* after every return due no later (bisect.insort on (t, n) orders only by t here) */
+    while (i > 0 && r_at(r, i - 1)->t > t) { *r_at(r, i) = *r_at(r, i - 1); i--; }
+    r_at(r, i)->t = t;
+    r_at(r, i)->n = n;
+    r->len++;
+    if (t > c->last_credit_return) c->last_credit_return = t;
+    if (c->waiting[link]) {
+        c->waiting[link] = 0;
+        return wake_by(c, link, t > now ? t : now, now);
+    }
+    return 0;
+}
+
+/* Engine._try_start: the port of `link` sends what its credits allow; 2 when a message arrived
+ * (the rest of the event is left for settle_arrival), 0 otherwise, -1 on error */
+static int try_start(Core *c, i64 link, double now, i64 *x) {
+    const double bu = c->busy_until[link];
+    if (bu > now) return wake_by(c, link, bu, now);
+    Queue *q = &c->q[link];
+    if (!q->len) return 0;
+    const i64 ui = q_at(q, 0);
+    if (c->units[ui].ready > now) return wake_by(c, link, c->units[ui].ready, now);
+    const i64 dl = c->dl;
+    i64 nfl, size;
+    if (c->flit) {
+        nfl = 1;
+        size = c->units[ui].nflits > 1 ? dl : c->units[ui].last;
+    } else {
+        nfl = c->units[ui].nflits;
+        size = c->units[ui].nbytes;
+    }
+    const i64 m = c->units[ui].msg;
+    const int ch = c->msgs[m].channel;
+    Returns *rq = &c->returns[ch][link];
+    i64 cr = c->credits[ch][link];
+    while (rq->len && r_at(rq, 0)->t <= now) {
+        cr += r_at(rq, 0)->n;
+        rq->head = (rq->head + 1) & (rq->cap - 1);
+        rq->len--;
+    }
+    if (cr < 1) {
+        c->credits[ch][link] = cr;
+        if (isnan(c->stall_since[link])) c->stall_since[link] = now;
+        if (rq->len) return wake_by(c, link, r_at(rq, 0)->t, now);
+        c->waiting[link] = 1;
+        return 0;
+    }
+    if (!isnan(c->stall_since[link])) {
+        c->stall_s[link] += now - c->stall_since[link];
+        c->stall_since[link] = NAN;
+    }
+    if (nfl > cr || nfl > c->chunk_flits) {  /* at most 1/16 of the buffer per event (optimized mode) */
+        nfl = cr < c->chunk_flits ? cr : c->chunk_flits;
+        size = nfl * dl;
+    }
+    c->credits[ch][link] = cr - nfl;
+    const double inv = c->inv_rate[link];
+    const double ser = (double)size * inv, end = now + ser;
+    c->busy_until[link] = end;
+    c->bytes_sent[link] += size;
+    c->busy_s[link] += ser;
+    const int whole = nfl == c->units[ui].nflits;
+    const i64 chunk_last = (whole || (c->flit && c->units[ui].nflits == 1)) ? c->units[ui].last : dl;
+    if (whole) q_popleft(q);
+    else { c->units[ui].nflits -= nfl; c->units[ui].nbytes -= size; }
+    const i64 path = c->units[ui].path, hop = c->units[ui].hop;
+    const i64 *pl = c->path_links + c->path_off[path];
+    const i64 plen = c->path_off[path + 1] - c->path_off[path];
+    const double after = c->after[link];
+    if (hop > 0) {  /* the data leaves the previous link's buffer as it goes out here */
+        const i64 prev = pl[hop - 1];
+        if (credit_back(c, ch, prev, end - (double)chunk_last * inv + c->credit_ret[prev], nfl, now) < 0) return -1;
+    }
+    if (hop + 1 < plen) {
+        const double first = (double)(nfl > 1 ? dl : size) * inv;
+        i64 nx = ui;
+        if (!whole) {
+            nx = unit_new(c);
+            if (nx < 0) return -1;
+            Unit *f = &c->units[nx];
+            f->msg = (int32_t)m; f->path = (int32_t)path; f->nbytes = size; f->nflits = nfl; f->last = chunk_last;
+        }
+        c->units[nx].ready = now + first + after;
+        c->units[nx].hop = (int32_t)(hop + 1);
+        if (enqueue_at(c, pl[hop + 1], nx, now) < 0) return -1;
+    } else {
+        const double arrival = end + after;
+        if (credit_back(c, ch, link, arrival + c->credit_ret[link], nfl, now) < 0) return -1;
+        c->msgs[m].rem -= size;
+        if (arrival > c->msgs[m].arrival) c->msgs[m].arrival = arrival;
+        if (whole) unit_free(c, ui);
+        if (c->msgs[m].rem <= 0) {
+            c->pending_arrival = 1;
+            c->cont_link = link;
+            c->cont_end = end;
+            *x = m;
+            return 2;
+        }
+    }
+    if (q->len) return wake_by(c, link, end, now);
+    return 0;
+}
+
 /* the rest of an arrival's event: the port sent, so it wakes when it is free again */
 static int settle_arrival(Core *c) {
     if (!c->pending_arrival) return 0;
@@ -169,7 +296,7 @@ static int settle_arrival(Core *c) {
     return 0;
 }
 
-/* Engine._run_unlimited's body; returns 0 (no events left), 1 (callback, *x = its id) or 2
+/* Engine._run_unlimited's body (Engine._run_limited's with credits); returns 0 (no events left), 1 (callback, *x = its id) or 2
  * (arrival, *x = the message) with c->now the event's time */
 static int step(Core *c, i64 *x) {
     if (settle_arrival(c) < 0) return -1;
@@ -182,6 +309,11 @@ static int step(Core *c, i64 *x) {
         if (e.ev < 0) { *x = -e.ev; return 1; }
         const i64 link = e.ev;
         if (c->wake_at[link] == now) c->wake_at[link] = INFINITY;
+        if (c->limited) {
+            const int r = try_start(c, link, now, x);
+            if (r != 0) return r;
+            continue;
+        }
         const double bu = c->busy_until[link];
         Queue *pq = &c->q[link];
         if (bu > now || !pq->len || c->units[q_at(pq, 0)].ready > now) {  /* busy, empty, head not ready */
@@ -276,9 +408,10 @@ static int ptab_grow(Core *c) {
     return 0;
 }
 
-/* the id of the path with links l[0 .. m-1], registered (with the links' after_s read from the
- * fabric's list: an OCS fabric fills a link's entry when it first routes a circuit through it,
- * which is before its first path comes here) when new; -1 on error */
+/* the id of the path with links l[0 .. m-1], registered (with the links' after_s and
+ * credit_return_s read from the fabric's lists: an OCS fabric fills a link's entries when it
+ * first routes a circuit through it, which is before its first path comes here) when new; -1 on
+ * error */
 static i64 path_id(Core *c, const i64 *l, i64 m) {
     if (ptab_grow(c) < 0) return -1;
     i64 i = (i64)(path_hash(l, m) & (uint64_t)(c->ptab_cap - 1));
@@ -294,10 +427,12 @@ static i64 path_id(Core *c, const i64 *l, i64 m) {
             PyErr_Format(PyExc_ValueError, "link %lld of a path is not one of the %lld links", (long long)l[k], (long long)c->n);
             return -1;
         }
-        if (l[k] < PyList_GET_SIZE(c->after_src)) {
+        if (l[k] < PyList_GET_SIZE(c->after_src) && l[k] < PyList_GET_SIZE(c->ret_src)) {
             const double a = PyFloat_AsDouble(PyList_GET_ITEM(c->after_src, l[k]));
-            if (a == -1.0 && PyErr_Occurred()) return -1;
+            const double r = PyFloat_AsDouble(PyList_GET_ITEM(c->ret_src, l[k]));
+            if (PyErr_Occurred()) return -1;
             c->after[l[k]] = a;
+            c->credit_ret[l[k]] = r;
         }
         c->path_links[c->nlinks_used + k] = l[k];
     }
@@ -307,7 +442,7 @@ static i64 path_id(Core *c, const i64 *l, i64 m) {
     return c->npaths++;
 }
 
-static i64 msg_new(Core *c, i64 wire) {
+static i64 msg_new(Core *c, i64 wire, int channel) {
     i64 m;
     if (c->nfree) m = c->msg_free[--c->nfree];
     else {
@@ -317,6 +452,7 @@ static i64 msg_new(Core *c, i64 wire) {
     }
     c->msgs[m].rem = wire;
     c->msgs[m].arrival = 0.0;
+    c->msgs[m].channel = channel;
     return m;
 }
 
@@ -327,7 +463,13 @@ static void Core_dealloc(Core *c) {
     free(c->q); free(c->inv_rate); free(c->after); free(c->busy_until); free(c->wake_at); free(c->busy_s);
     free(c->bytes_sent); free(c->heap); free(c->units); free(c->path_off); free(c->path_links);
     free(c->msgs); free(c->msg_free); free(c->ptab);
-    Py_XDECREF(c->after_src);
+    for (int ch = 0; ch < 2; ch++) {
+        if (c->returns[ch])
+            for (i64 k = 0; k < c->n; k++) free(c->returns[ch][k].buf);
+        free(c->returns[ch]); free(c->credits[ch]);
+    }
+    free(c->waiting); free(c->stall_since); free(c->stall_s); free(c->credit_ret);
+    Py_XDECREF(c->after_src); Py_XDECREF(c->ret_src);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -348,14 +490,17 @@ static int read_floats(PyObject *seq, i64 n, double *out, const char *what) {
     return 0;
 }
 
-/* Core(n_links, inv_rate, after_s, flit, dl_bytes) */
+/* Core(n_links, inv_rate, after_s, flit, dl_bytes, buffer_flits (< 0: unlimited), chunk_flits, credit_return_s) */
 static int Core_init(Core *c, PyObject *args, PyObject *kw) {
     (void)kw;
-    long long n, dl;
-    PyObject *inv, *after;
+    long long n, dl, cap, chunk;
+    PyObject *inv, *after, *ret;
     int flit;
-    if (!PyArg_ParseTuple(args, "LOOpL", &n, &inv, &after, &flit, &dl)) return -1;
-    if (n < 1 || dl < 1) { PyErr_SetString(PyExc_ValueError, "need n_links >= 1 and dl_bytes >= 1"); return -1; }
+    if (!PyArg_ParseTuple(args, "LOOpLLLO", &n, &inv, &after, &flit, &dl, &cap, &chunk, &ret)) return -1;
+    if (n < 1 || dl < 1 || chunk < 1) {
+        PyErr_SetString(PyExc_ValueError, "need n_links >= 1, dl_bytes >= 1 and chunk_flits >= 1");
+        return -1;
+    }
     c->n = n; c->flit = flit; c->dl = dl;
     c->inv_rate = malloc(sizeof(double) * (size_t)n); c->after = malloc(sizeof(double) * (size_t)n);
     c->busy_until = calloc((size_t)n, sizeof(double)); c->busy_s = calloc((size_t)n, sizeof(double));
@@ -368,23 +513,42 @@ static int Core_init(Core *c, PyObject *args, PyObject *kw) {
     for (i64 k = 0; k < n; k++) c->wake_at[k] = INFINITY;
     c->free_unit = -1;
     if (read_floats(inv, n, c->inv_rate, "inv_rate") < 0 || read_floats(after, n, c->after, "after_s") < 0) return -1;
-    if (!PyList_Check(after)) { PyErr_SetString(PyExc_TypeError, "after_s must be the fabric's list"); return -1; }
+    if (!PyList_Check(after) || !PyList_Check(ret)) {
+        PyErr_SetString(PyExc_TypeError, "after_s and credit_return_s must be the fabric's lists");
+        return -1;
+    }
     Py_INCREF(after);
     Py_XSETREF(c->after_src, after);
-    return 0;
+    Py_INCREF(ret);
+    Py_XSETREF(c->ret_src, ret);
+    c->limited = cap >= 0;
+    c->chunk_flits = chunk;
+    c->waiting = calloc((size_t)n, 1);
+    c->stall_since = malloc(sizeof(double) * (size_t)n); c->stall_s = calloc((size_t)n, sizeof(double));
+    c->credit_ret = malloc(sizeof(double) * (size_t)n);
+    for (int ch = 0; ch < 2; ch++) {
+        c->credits[ch] = malloc(sizeof(i64) * (size_t)n);
+        c->returns[ch] = calloc((size_t)n, sizeof(Returns));
+        if (!c->credits[ch] || !c->returns[ch]) { PyErr_NoMemory(); return -1; }
+        for (i64 k = 0; k < n; k++) c->credits[ch][k] = cap;
+    }
+    if (!c->waiting || !c->stall_since || !c->stall_s || !c->credit_ret) { PyErr_NoMemory(); return -1; }
+    for (i64 k = 0; k < n; k++) c->stall_since[k] = NAN;
+    return read_floats(ret, n, c->credit_ret, "credit_return_s");
 }
 
-/* enqueue_all(now, ready, wire bytes, shares, paths) -> message id: Engine._enqueue_all -- a new
- * message, and one unit per (bytes, flits, last-flit bytes) share queued at the first link of its
- * path, in order */
+/* enqueue_all(now, ready, wire bytes, shares, paths, channel) -> message id: Engine._enqueue_all --
+ * a new message, and one unit per (bytes, flits, last-flit bytes) share queued at the first link
+ * of its path, in order */
 static PyObject *Core_enqueue_all(Core *c, PyObject *const *a, Py_ssize_t na) {
-    if (na != 5) { PyErr_SetString(PyExc_TypeError, "enqueue_all takes 5 arguments"); return NULL; }
+    if (na != 6) { PyErr_SetString(PyExc_TypeError, "enqueue_all takes 6 arguments"); return NULL; }
     const double now = PyFloat_AsDouble(a[0]), ready = PyFloat_AsDouble(a[1]);
-    const long long wire = PyLong_AsLongLong(a[2]);
+    const long long wire = PyLong_AsLongLong(a[2]), channel = PyLong_AsLongLong(a[5]);
     if (PyErr_Occurred()) return NULL;
+    if (channel != 0 && channel != 1) { PyErr_SetString(PyExc_ValueError, "channel is 0 (request) or 1 (response)"); return NULL; }
     PyObject *shares = PySequence_Fast(a[3], "shares"), *paths = shares ? PySequence_Fast(a[4], "paths") : NULL;
     if (!paths) { Py_XDECREF(shares); return NULL; }
-    const i64 m = msg_new(c, wire);
+    const i64 m = msg_new(c, wire, (int)channel);
     i64 ns = PySequence_Fast_GET_SIZE(shares);
     if (PySequence_Fast_GET_SIZE(paths) < ns) ns = PySequence_Fast_GET_SIZE(paths);  /* zip */
     if (m < 0) goto fail;
@@ -463,16 +627,22 @@ static PyObject *Core_idle(Core *c, PyObject *arg) {
     Py_RETURN_TRUE;
 }
 
-/* stats() -> (bytes per link, busy seconds per link) */
+/* stats() -> (bytes, busy seconds, credit-stall seconds) per link */
 static PyObject *Core_stats(Core *c, PyObject *unused) {
     (void)unused;
-    PyObject *b = PyList_New(c->n), *s = PyList_New(c->n);
-    if (!b || !s) { Py_XDECREF(b); Py_XDECREF(s); return NULL; }
+    PyObject *b = PyList_New(c->n), *s = PyList_New(c->n), *st = PyList_New(c->n);
+    if (!b || !s || !st) { Py_XDECREF(b); Py_XDECREF(s); Py_XDECREF(st); return NULL; }
     for (i64 k = 0; k < c->n; k++) {
         PyList_SET_ITEM(b, k, PyLong_FromLongLong(c->bytes_sent[k]));
         PyList_SET_ITEM(s, k, PyFloat_FromDouble(c->busy_s[k]));
+        PyList_SET_ITEM(st, k, PyFloat_FromDouble(c->stall_s[k]));
     }
-    return Py_BuildValue("(NN)", b, s);
+    return Py_BuildValue("(NNN)", b, s, st);
+}
+
+static PyObject *Core_last_credit_return(Core *c, PyObject *unused) {
+    (void)unused;
+    return PyFloat_FromDouble(c->last_credit_return);
 }
 
 static PyObject *Core_events(Core *c, PyObject *unused) {
@@ -488,7 +658,8 @@ static PyMethodDef Core_methods[] = {
     {"settle", (PyCFunction)Core_settle, METH_NOARGS, "Finish a returned arrival's event."},
     {"pending", (PyCFunction)Core_pending, METH_NOARGS, "Whether events are queued."},
     {"idle", (PyCFunction)Core_idle, METH_O, "No data queued or on a link at time now."},
-    {"stats", (PyCFunction)Core_stats, METH_NOARGS, "(bytes, busy seconds) per link."},
+    {"stats", (PyCFunction)Core_stats, METH_NOARGS, "(bytes, busy seconds, stall seconds) per link."},
+    {"last_credit_return", (PyCFunction)Core_last_credit_return, METH_NOARGS, "When the last credit gets back."},
     {"events", (PyCFunction)Core_events, METH_NOARGS, "Events run so far."},
     {NULL, NULL, 0, NULL},
 };
@@ -498,7 +669,7 @@ static PyTypeObject CoreType = {
     .tp_name = "_engine_core.Core",
     .tp_basicsize = sizeof(Core),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Simlette's ports without credits: event queue, port queues, units.",
+    .tp_doc = "Simlette's ports: event queue, port queues, units, credits.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Core_init,
     .tp_dealloc = (destructor)Core_dealloc,
