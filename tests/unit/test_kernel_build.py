@@ -23,6 +23,7 @@ def test_variant_flags_are_the_installs():
     assert tuple(flags) == FLAGS
 
 
+@pytest.mark.slow  # compiles the whole loop at -O3 (~6 s); the SIMD-variant reference tests build it too
 def test_a_variant_build_loads_with_the_sources_interface(tmp_path):
     so = build_kernel(tmp_path / "k.so")
     if so is None:
