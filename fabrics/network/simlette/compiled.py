@@ -28,14 +28,15 @@ CORE = OptionalExtension("fabrics.network.simlette._engine_core", abi=2)
 CALLBACK, ARRIVAL = 1, 2  # Core.run's codes (0: no event left)
 
 
-def engine_kind(params: SimletteParams) -> str:
-    """Which engine :func:`make_engine` builds for ``params``: "compiled" or "python"."""
+def engine_kind() -> str:
+    """Which engine :func:`make_engine` builds: "compiled" (the extension is built and not switched
+    off) or "python"."""
     return "compiled" if CORE.load() is not None else "python"
 
 
 def make_engine(fabric: SimFabric, params: SimletteParams, env: simpy.Environment | None = None) -> Engine:
     """The compiled engine where the extension is built, else the Python one."""
-    if engine_kind(params) == "python":
+    if engine_kind() == "python":
         return Engine(fabric, params, env)
     return CompiledEngine(fabric, params, env, CORE.load())
 

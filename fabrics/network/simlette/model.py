@@ -372,7 +372,7 @@ class SimletteNetwork:
         return {
             "mode": self.params.mode,
             "buffer_bytes": self.params.buffer_bytes,
-            "engine": engine_kind(self.params),
+            "engine": engine_kind(),
             "events": self.events,
             "sim_wall_s": self.sim_wall_s,
             "episodes_simulated": self.simulated_episodes + (1 if self._regs and self._live is not None else 0),
