@@ -112,16 +112,24 @@ static Event pop(Core *c) {
 /* -- port queues -- */
 static inline i64 q_at(const Queue *q, i64 k) { return q->buf[(q->head + k) & (q->cap - 1)]; }
 
-static int q_reserve(Queue *q) {
-    if (q->len < q->cap) return 0;
-    const i64 cap = q->cap ? 2 * q->cap : 8;
-    i64 *b = malloc(sizeof(i64) * (size_t)cap);
+/* room for one more element in a full ring of `size`-byte elements (a port queue or a credit
+ * queue): twice the capacity (a power of two), the elements unwrapped to the front */
+static int ring_reserve(void **buf, i64 *head, i64 len, i64 *cap, size_t size) {
+    if (len < *cap) return 0;
+    const i64 ncap = *cap ? 2 * *cap : 8;
+    char *b = malloc(size * (size_t)ncap);
     if (!b) { PyErr_NoMemory(); return -1; }
-    for (i64 k = 0; k < q->len; k++) b[k] = q_at(q, k);
-    free(q->buf);
-    q->buf = b; q->head = 0; q->cap = cap;
+    const i64 first = *cap - *head < len ? *cap - *head : len;  /* elements before the wrap */
+    if (len) {
+        memcpy(b, (char *)*buf + size * (size_t)*head, size * (size_t)first);
+        memcpy(b + size * (size_t)first, *buf, size * (size_t)(len - first));
+    }
+    free(*buf);
+    *buf = b; *head = 0; *cap = ncap;
     return 0;
 }
+
+static int q_reserve(Queue *q) { return ring_reserve((void **)&q->buf, &q->head, q->len, &q->cap, sizeof(i64)); }
 
 static inline void q_popleft(Queue *q) { q->head = (q->head + 1) & (q->cap - 1); q->len--; }
 
@@ -172,19 +180,26 @@ static int enqueue_at(Core *c, i64 link, i64 u, double now) {
     return wake_by(c, link, t, now);
 }
 
+/* the last hop of `size` bytes of message m ends at `arrival`; when that was the message's last
+ * byte: 2 (*x = m), and the rest of the event -- re-waking `link` at `end` -- waits for
+ * settle_arrival; else 0 */
+static int deliver(Core *c, i64 m, i64 size, double arrival, i64 link, double end, i64 *x) {
+    c->msgs[m].rem -= size;
+    if (arrival > c->msgs[m].arrival) c->msgs[m].arrival = arrival;
+    if (c->msgs[m].rem > 0) return 0;
+    c->pending_arrival = 1;
+    c->cont_link = link;
+    c->cont_end = end;
+    *x = m;
+    return 2;
+}
+
 /* -- credits (Engine._credit_back, the credit part of Engine._try_start) -- */
 static inline Credit *r_at(const Returns *r, i64 k) { return &r->buf[(r->head + k) & (r->cap - 1)]; }
 
 static int credit_back(Core *c, int ch, i64 link, double t, i64 n, double now) {
     Returns *r = &c->returns[ch][link];
-    if (r->len == r->cap) {
-        const i64 cap = r->cap ? 2 * r->cap : 8;
-        Credit *b = malloc(sizeof(Credit) * (size_t)cap);
-        if (!b) { PyErr_NoMemory(); return -1; }
-        for (i64 k = 0; k < r->len; k++) b[k] = *r_at(r, k);
-        free(r->buf);
-        r->buf = b; r->head = 0; r->cap = cap;
-    }
+    if (ring_reserve((void **)&r->buf, &r->head, r->len, &r->cap, sizeof(Credit)) < 0) return -1;
     i64 i = r->len;  /* after every return due no later (bisect.insort on (t, n) orders only by t here) */
     while (i > 0 && r_at(r, i - 1)->t > t) { *r_at(r, i) = *r_at(r, i - 1); i--; }
     r_at(r, i)->t = t;
@@ -273,16 +288,8 @@ static int try_start(Core *c, i64 link, double now, i64 *x) {
     } else {
         const double arrival = end + after;
         if (credit_back(c, ch, link, arrival + c->credit_ret[link], nfl, now) < 0) return -1;
-        c->msgs[m].rem -= size;
-        if (arrival > c->msgs[m].arrival) c->msgs[m].arrival = arrival;
         if (whole) unit_free(c, ui);
-        if (c->msgs[m].rem <= 0) {
-            c->pending_arrival = 1;
-            c->cont_link = link;
-            c->cont_end = end;
-            *x = m;
-            return 2;
-        }
+        if (deliver(c, m, size, arrival, link, end, x)) return 2;
     }
     if (q->len) return wake_by(c, link, end, now);
     return 0;
@@ -363,17 +370,8 @@ static int step(Core *c, i64 *x) {
             if (enqueue_at(c, c->path_links[c->path_off[path] + hop], nxt, now) < 0) return -1;
         } else {
             const i64 m = c->units[ui].msg;
-            const double arrival = end + after;
-            c->msgs[m].rem -= size;
-            if (arrival > c->msgs[m].arrival) c->msgs[m].arrival = arrival;
             if (done_unit >= 0) unit_free(c, done_unit);
-            if (c->msgs[m].rem <= 0) {
-                c->pending_arrival = 1;
-                c->cont_link = link;
-                c->cont_end = end;
-                *x = m;
-                return 2;
-            }
+            if (deliver(c, m, size, end + after, link, end, x)) return 2;
         }
         if (pq->len && wake_by(c, link, end, now) < 0) return -1;
     }
