@@ -86,3 +86,28 @@ def test_schedule_for_wrong_size_is_rejected():
     s = lookup("allreduce", "recursive_doubling").build(hypercube(3))
     with pytest.raises(ScheduleError):
         execute(s, hypercube(4))
+
+
+def test_a_phase_reads_the_buffers_as_they_were_at_its_start():
+    """Phases are synchronous: two ranks that swap a chunk by storing each other's value end with
+    the other's old value, whatever order the transfers are applied in."""
+    import numpy as np
+
+    from collectives.verify import _apply_partial
+
+    acc = np.array([[[1, 2]], [[30, 40]]], dtype=np.int64)  # 2 ranks x 1 chunk x 2 elements
+    src, dst, ch = np.array([0, 1]), np.array([1, 0]), np.array([0, 0])
+    out = _apply_partial(acc.copy(), src, dst, ch, np.array([False, False]), 0)
+    assert out.tolist() == [[[30, 40]], [[1, 2]]]
+    out = _apply_partial(acc.copy(), src, dst, ch, np.array([True, True]), 0)  # both reduce: both hold the sum
+    assert out.tolist() == [[[31, 42]], [[31, 42]]]
+
+
+def test_the_first_bad_transfer_of_a_phase_is_the_one_reported():
+    t = hypercube(3)
+    s = lookup("allreduce", "recursive_doubling").build(t)
+    wrong_size = dataclasses.replace(s.phases[0].transfers[2], fraction=Fraction(7))
+    wrong_edge = Transfer(src=0, dst=3, edge=3, fraction=Fraction(1), chunks=(0,), reduce=True)
+    s = _mutate(s, 0, lambda ts: ts[:2] + [wrong_size] + ts[3:] + [wrong_edge])
+    with pytest.raises(ScheduleError, match="phase 0: transfer .* declares 7 sigma"):
+        execute(s, t)
