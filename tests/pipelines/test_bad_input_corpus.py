@@ -12,6 +12,7 @@ child's peak RSS. A handful of cases also run end to end as real subprocesses.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import subprocess
@@ -43,7 +44,8 @@ BAD_VALUES = {
 }
 
 
-def _numeric_fields() -> list[tuple[str, str, str]]:
+@functools.cache
+def _numeric_fields() -> tuple[tuple[str, str, str], ...]:
     """(pipeline, path, kind) of every kind-checked field of every pipeline's default config."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
@@ -58,7 +60,7 @@ def _numeric_fields() -> list[tuple[str, str, str]]:
             for path in sorted(_paths(cfg)):
                 if path in FIELD_KINDS:
                     fields.append((name, path, FIELD_KINDS[path]))
-    return fields
+    return tuple(fields)
 
 
 def _paths(node, prefix=""):
@@ -270,7 +272,28 @@ NAMED = [
     ("collective", ("fabric=gpu_cluster", "accelerator=h200"), "fabric.nodes"),
 ]
 
-CASES = _generated() + NAMED
+GENERATED = _generated()
+CASES = GENERATED + NAMED
+
+
+def _params(cases):
+    """Every named case, and the first generated case of each (pipeline, field kind) in the
+    default suite; the other generated cases (the same check on further fields of that kind) are
+    slow checks."""
+    kinds = {}
+    for pipeline, path, kind in _numeric_fields():
+        kinds.setdefault(path, kind)
+    seen, params = set(), []
+    for case in cases:
+        pipeline, args, _ = case
+        generated = case in GENERATED
+        kind = kinds[args[0].split("=", 1)[0]] if generated else None
+        first = (pipeline, kind) not in seen
+        if generated:
+            seen.add((pipeline, kind))
+        params.append(pytest.param(*case, id=f"{pipeline}:{' '.join(args)}",
+                                   marks=[pytest.mark.slow] if generated and not first else []))
+    return params
 
 
 def run_case(pipeline: str, args: tuple[str, ...], tmp: Path) -> tuple[int | None, str, int]:
@@ -285,7 +308,7 @@ def run_case(pipeline: str, args: tuple[str, ...], tmp: Path) -> tuple[int | Non
     return proc.returncode, proc.stderr, rss
 
 
-@pytest.mark.parametrize("pipeline,args,needle", CASES, ids=[f"{c[0]}:{' '.join(c[1])}" for c in CASES])
+@pytest.mark.parametrize("pipeline,args,needle", _params(CASES))
 def test_bad_config_input_is_one_line_and_exit_2(pipeline, args, needle, tmp_path):
     code, stderr, rss = run_case(pipeline, args, tmp_path)
     assert code is not None, f"over {LIMIT_S} s"
