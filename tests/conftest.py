@@ -1,7 +1,6 @@
 import os
 
 os.environ.setdefault("GX_TRACKING", "false")  # tests opt in to MLflow explicitly
-import gc
 import importlib
 import subprocess
 import sys
@@ -30,18 +29,6 @@ def run_pipeline(name: str, *overrides: str, out_dir: Path, timeout: float = 300
         return run_forked(module.main, argv, cwd=ROOT, env=env, timeout_s=timeout)[0]
     cmd = [sys.executable, "-m", f"pipelines.{name}", *args]
     return subprocess.run(cmd, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout)
-
-
-def pytest_collection_finish(session):
-    """After collection, the objects of every imported module (torch, Ray, MLflow, Hydra, SciPy:
-    millions) move to the collector's permanent generation, and a young-generation collection
-    waits for 50,000 allocations instead of 700: the tests build large acyclic structures
-    (schedules of 500,000 transfers, catalogs, event queues) that the default thresholds scanned
-    over and over. The conformance matrix, the decode-on-fabric runs and the VarioPath kernel
-    tests together: 111-119 s -> 81-99 s on one core. Forked pipeline runs inherit both."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 20)
 
 
 @pytest.fixture
