@@ -86,14 +86,15 @@ def executor(before: str | None = None, repeat: int = 1) -> None:
         build_s = time.perf_counter() - t0
         now, then = [], []
         for _ in range(repeat):  # in turn, so both see the same host state
-            for fn, out in ((execute, now), (old, then)) if old else ((execute, now),):
+            t1 = time.perf_counter()
+            new_rep = execute(sched, q9)
+            now.append(time.perf_counter() - t1)
+            if old:
                 t1 = time.perf_counter()
-                rep = fn(sched, q9)
-                out.append(time.perf_counter() - t1)
-                if fn is old and (rep.h, rep.v, rep.u) != (new_rep.h, new_rep.v, new_rep.u):
+                old_rep = old(sched, q9)
+                then.append(time.perf_counter() - t1)
+                if (old_rep.h, old_rep.v, old_rep.u) != (new_rep.h, new_rep.v, new_rep.u):
                     sys.exit(f"error: {coll} {name}: the executors disagree on (h, v, u)")
-                if fn is execute:
-                    new_rep = rep
         exec_s = statistics.median(now)
         moves = sum(len(t.chunks) for p in sched.phases for t in p.transfers)
         line = (f"{coll + ' ' + name:<40} {new_rep.transfers:>10} {moves:>12} {build_s:>8.2f} {exec_s:>8.2f} "

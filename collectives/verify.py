@@ -94,9 +94,10 @@ def execute(schedule: Schedule, topology, *, seed: int = 0, elements: int = 2,
         n_transfers += len(tr)
         src, dst, edge, chunks, nc = _columns(tr)
         first = _first_bad_transfer(k, tr, src, dst, edge, nc, gens_arr, topology, n, cf)
+        ch_c = np.fromiter(chain.from_iterable(chunks), np.int64, int(nc.sum()))  # every chunk id sent, in order
         if form in ("blocks", "contributions"):
             # an earlier transfer's holding error comes before a later one's link or size error
-            arrived = _blocks_of_phase(k, tr, held, form, src, dst, chunks, nc, len(tr) if first is None else first[0])
+            arrived = _blocks_of_phase(k, tr, held, form, src, dst, ch_c, nc, len(tr) if first is None else first[0])
         if first is not None:
             raise ScheduleError(first[1])
         keys = src * port_stride + edge
@@ -105,7 +106,6 @@ def execute(schedule: Schedule, topology, *, seed: int = 0, elements: int = 2,
         port_codes.append(np.unique(np.concatenate((keys, dst * port_stride + topology.sub(0, edge)))))
         if form in ("partial", "moves"):
             src_c, dst_c = np.repeat(src, nc), np.repeat(dst, nc)
-            ch_c = np.fromiter(chain.from_iterable(chunks), np.int64, int(nc.sum()))
             red_c = np.repeat(np.fromiter(map(_REDUCE, tr), bool, len(tr)), nc)
         if form == "partial":
             acc = _apply_partial(acc, src_c, dst_c, ch_c, red_c, k)
@@ -175,7 +175,11 @@ def _first_bad_transfer(k, transfers, src, dst, edge, nc, gens_arr, topology, n,
                                    return_index=True, return_inverse=True)
     declared = np.empty(len(ids), dtype=np.int64)
     for u, i in enumerate(first_of.tolist()):
-        chunks = Fraction(fractions[i]) / cf
+        try:
+            chunks = Fraction(fractions[i]) / cf
+        except (TypeError, ValueError):  # not a number of sigma at all (e.g. NaN)
+            declared[u] = -1
+            continue
         declared[u] = chunks.numerator if chunks.denominator == 1 else -1
     bad_size = declared[inv] != nc
     bad = np.flatnonzero(not_gen | not_link | bad_size)
@@ -191,12 +195,11 @@ def _first_bad_transfer(k, transfers, src, dst, edge, nc, gens_arr, topology, n,
                f"{len(t.chunks)} chunks of {cf}")
 
 
-def _blocks_of_phase(k, transfers, held, form, src, dst, chunks, nc, upto):
+def _blocks_of_phase(k, transfers, held, form, src, dst, blk, nc, upto):
     """(receivers, blocks) index arrays of a block-forwarding phase, each transfer checked to
     send only blocks its sender holds at the start of the phase and never to reduce; of the first
     ``upto`` transfers, the first that does not is reported."""
     n_blocks = held.shape[1]
-    blk = np.fromiter(chain.from_iterable(chunks), np.int64, int(nc.sum()))
     senders = np.repeat(src, nc)
     known = (blk >= 0) & (blk < n_blocks)
     has = np.zeros(len(blk), dtype=bool)
