@@ -4,7 +4,8 @@ Hydra's ``-m`` multirun hands the composed points to the ``gx_ray`` launcher
 (``hydra_plugins/gx_ray_launcher``), which calls :func:`run_sweep`. Points run as Ray tasks
 of whole colocated units (:func:`colocated_units`, sharing a process's caches) sized from the
 points' observed run time (:class:`BatchSizer`, keeping Ray's per-task cost small next to
-millisecond-scale evaluations); the driver collects them with ``ray.wait``, shows progress,
+millisecond-scale evaluations), each streaming its points back in chunks of about
+``STREAM_CHUNK_S`` of work; the driver collects them with ``ray.wait``, shows progress,
 writes each point's files (and Hydra's ``.hydra/``) into its job directory and logs it to
 MLflow at once, so a killed driver loses only the points in flight. A point that raises or
 runs over ``sweep.point_timeout`` is recorded as failed with its reason and the sweep goes on.
@@ -159,6 +160,31 @@ def run_points(pipeline: str, cfgs: list[dict], timeout_s: float | None = None,
                artifacts: bool = True) -> list[dict]:
     """Worker side: run the pipeline's pure task on each config (no files, no MLflow).
     ``artifacts=False``: drop the points' artifacts here (a sweep without job folders)."""
+    return list(_point_outcomes(pipeline, cfgs, timeout_s, artifacts))
+
+
+# a Ray task sends its finished points to the driver once they ran this long (and the rest at its
+# end): a unit of long points (a fabric's search cells in one process) is recorded, logged and
+# counted point by point, so a killed driver loses only the work in flight, while a task of
+# millisecond points still returns in one message
+STREAM_CHUNK_S = 0.5
+
+
+def stream_points(pipeline: str, cfgs: list[dict], timeout_s: float | None = None,
+                  artifacts: bool = True, chunk_s: float = STREAM_CHUNK_S):
+    """Worker side, as a Ray streaming task: ``run_points``'s outcomes in chunks, each sent as soon
+    as its points ran for ``chunk_s`` seconds, the last one at the end."""
+    chunk, since = [], time.perf_counter()
+    for outcome in _point_outcomes(pipeline, cfgs, timeout_s, artifacts):
+        chunk.append(outcome)
+        if time.perf_counter() - since >= chunk_s:
+            yield chunk
+            chunk, since = [], time.perf_counter()
+    if chunk:
+        yield chunk
+
+
+def _point_outcomes(pipeline: str, cfgs: list[dict], timeout_s: float | None, artifacts: bool):
     from collectives.errors import SpecError
     from pipelines.collector import pace_collector
 
@@ -168,24 +194,23 @@ def run_points(pipeline: str, cfgs: list[dict], timeout_s: float | None = None,
     task = module.main.task
     worker = _worker_name()
     configs = _REUSED.setdefault(pipeline, ReusedConfig())  # the next task of this process goes on from it
-    outcomes = []
     for cfg in cfgs:
         t0, started = time.perf_counter(), time.time()
         try:
             with deadline(timeout_s):
                 outcome = configs.run(task, cfg)
             results, extra = outcome if isinstance(outcome, tuple) else (outcome, None)
-            outcomes.append({"ok": True, "results": results, "artifacts": (extra or {}) if artifacts else {},
-                             "wall_s": time.perf_counter() - t0})
+            out = {"ok": True, "results": results, "artifacts": (extra or {}) if artifacts else {},
+                   "wall_s": time.perf_counter() - t0}
         except PointTimeout:
-            outcomes.append({"ok": False, "error": timeout_error(timeout_s or 0.0), "wall_s": time.perf_counter() - t0})
+            out = {"ok": False, "error": timeout_error(timeout_s or 0.0), "wall_s": time.perf_counter() - t0}
         except SpecError as exc:
-            outcomes.append({"ok": False, "error": f"invalid point: {exc}", "wall_s": time.perf_counter() - t0})
+            out = {"ok": False, "error": f"invalid point: {exc}", "wall_s": time.perf_counter() - t0}
         except Exception as exc:  # a failing point must not stop the sweep
-            outcomes.append({"ok": False, "error": f"{type(exc).__name__}: {exc}",
-                             "traceback": traceback.format_exc(), "wall_s": time.perf_counter() - t0})
-        outcomes[-1].update(worker=worker, started=started)
-    return outcomes
+            out = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
+                   "traceback": traceback.format_exc(), "wall_s": time.perf_counter() - t0}
+        out.update(worker=worker, started=started)
+        yield out
 
 
 _REUSED: dict[str, "ReusedConfig"] = {}
@@ -574,6 +599,25 @@ def _units(points, todo: list[int], colocate, affinity=(), n_workers: int = 1) -
     return deque([where[id(p)] for p in unit] for unit in units)
 
 
+@dataclass
+class _InFlight:
+    """A Ray task's points (sweep order), their positions in the sweep, its hard deadline and how
+    many of its points came back already (they come back in order)."""
+    group: list
+    positions: list[int]
+    hard: float | None
+    done: int = 0
+
+    def take(self, n: int) -> tuple[list[int], list]:
+        """The positions and points of the next ``n`` outcomes; they are done from now on."""
+        a, self.done = self.done, self.done + n
+        return self.positions[a:self.done], self.group[a:self.done]
+
+    def rest(self) -> tuple[list[int], list]:
+        """The positions and points that have not come back."""
+        return self.take(len(self.group) - self.done)
+
+
 class RayFeed:
     """The sweep's Ray tasks: whole colocated units, about ``BatchSizer.size()`` points a task,
     at most two tasks in flight per worker (one running, one queued: no worker waits).
@@ -588,13 +632,13 @@ class RayFeed:
 
         lean_serialization()  # before the driver's first task builds its serialization context
         self.ray, self.pipeline, self.points, self.timeout_s, self.artifacts = ray, pipeline, points, timeout_s, artifacts
-        self.remote = ray.remote(num_cpus=1, max_retries=0)(run_points)
+        self.remote = ray.remote(num_cpus=1, max_retries=0, num_returns="streaming")(stream_points)
         self.units = _units(points, candidates, ray_cfg.get("colocate") or (), ray_cfg.get("affinity") or (), n_workers)
         self.sizer = BatchSizer(ray_cfg.get("batch_size", "auto"), n_workers)
         self.left = len(candidates)
         self.window = 2 * n_workers
         self.wanted: set[int] | None = None  # None: every candidate (not known yet)
-        self.pending: dict = {}  # ref -> (points, positions, hard deadline): only points in flight are composed
+        self.pending: dict = {}  # task -> _InFlight: only points in flight are composed
 
     def keep_only(self, todo: list[int]) -> None:
         """From now on run and record only ``todo`` (positions in the sweep)."""
@@ -602,7 +646,7 @@ class RayFeed:
         self.units = deque(u for u in ([i for i in unit if i in self.wanted] for unit in self.units) if u)
         self.left = sum(len(u) for u in self.units)
         queued = {i for unit in self.units for i in unit}
-        in_flight = {i for _, pos, _ in self.pending.values() for i in pos}
+        in_flight = {i for task in self.pending.values() for i in task.positions[task.done:]}
         missing = [i for i in todo if i not in queued and i not in in_flight]  # not a candidate at the start
         self.units.extend(_units(self.points, missing, ()) if missing else ())
         self.left += len(missing)
@@ -617,8 +661,8 @@ class RayFeed:
         self.left -= len(group)
         t = self.timeout_s
         hard = None if t is None else time.monotonic() + 2 * t * len(group) + HARD_GRACE_S
-        ref = self.remote.remote(self.pipeline, [p.cfg for p in group], t, self.artifacts)
-        self.pending[ref] = (group, positions, hard)
+        task = self.remote.remote(self.pipeline, [p.cfg for p in group], t, self.artifacts)
+        self.pending[task] = _InFlight(group, positions, hard)
 
     def fill(self, stop: "StopSignals | None" = None, summary: "SweepSummary | None" = None) -> None:
         while self.units and len(self.pending) < self.window and (stop is None or stop.signum is None) \
@@ -642,13 +686,17 @@ def _run_on_ray(pipeline: str, todo: list[int], points, ray_cfg: dict, n_workers
     pending = feed.pending
     watch = HeadWatch(gcs_address())
 
+    def record_all(positions: list[int], group: list, outcomes: list[dict]) -> None:
+        for p, o in feed.recorded(positions, group, outcomes):
+            record(p, dict(o))
+
     def drop_all(outcome: dict, cancel: bool) -> None:
-        for ref, (group, positions, _) in list(pending.items()):
+        for task, flight in list(pending.items()):
             if cancel:
                 with contextlib.suppress(Exception):
-                    ray.cancel(ref, force=True)
-            for p, o in feed.recorded(positions, group, [outcome] * len(group)):
-                record(p, dict(o))
+                    ray.cancel(task, force=True)
+            positions, group = flight.rest()
+            record_all(positions, group, [outcome] * len(group))
         pending.clear()
 
     feed.fill()
@@ -662,32 +710,37 @@ def _run_on_ray(pipeline: str, todo: list[int], points, ray_cfg: dict, n_workers
             drop_all({"ok": False, "error": f"{lost} while the point ran"}, cancel=False)
             break
         now = time.monotonic()
-        for ref, (group, positions, hard) in list(pending.items()):
-            if hard is not None and now > hard:
+        for task, flight in list(pending.items()):
+            if flight.hard is not None and now > flight.hard:
                 with contextlib.suppress(Exception):
-                    ray.cancel(ref, force=True)
-                del pending[ref]
+                    ray.cancel(task, force=True)
+                del pending[task]
+                positions, group = flight.rest()
                 out = {"ok": False, "error": f"{timeout_error(timeout_s)} (its Ray worker was stopped)"}
-                for p, o in feed.recorded(positions, group, [out] * len(group)):
-                    record(p, dict(o))
+                record_all(positions, group, [out] * len(group))
         ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5) if pending else ([], [])
-        for ref in ready:
-            group, positions, _ = pending.pop(ref)
+        for task in ready:
+            flight = pending[task]
             try:
-                outcomes = ray.get(ref)
+                outcomes = ray.get(next(task))
+            except StopIteration:  # the task ended: none of its points is left (else they failed)
+                outcomes = [{"ok": False, "error": "worker failed: its task ended without this point"}] * (
+                    len(flight.group) - flight.done)
             except Exception as exc:  # a worker died: its points fail, the sweep goes on, unless the head went
                 lost = watch.lost_with_worker()
                 if lost:
                     summary.head_lost = lost
-                    pending[ref] = (group, positions, None)
                     drop_all({"ok": False, "error": f"{lost} while the point ran"}, cancel=False)
                     break
-                outcomes = [{"ok": False, "error": f"worker failed: {type(exc).__name__}: {exc}"}] * len(group)
+                outcomes = [{"ok": False, "error": f"worker failed: {type(exc).__name__}: {exc}"}] * (
+                    len(flight.group) - flight.done)
+            positions, group = flight.take(len(outcomes))
             feed.sizer.observe(outcomes)
-            # the next task goes out before this one's points are written: no worker waits on the driver
-            feed.fill(stop, summary)
-            for p, outcome in feed.recorded(positions, group, outcomes):
-                record(p, outcome)
+            if flight.done >= len(flight.group):
+                del pending[task]
+                # the next task goes out before this one's points are written: no worker waits on the driver
+                feed.fill(stop, summary)
+            record_all(positions, group, outcomes)
         if summary.head_lost:
             break
         feed.fill(stop, summary)

@@ -142,7 +142,8 @@ from pipelines.sweep import SweepPoint, run_sweep
 out, how = Path(sys.argv[1]), json.loads(sys.argv[2])
 points = [SweepPoint(index=i, overrides=[f"sleep_s={s}"], cfg={"sleep_s": s}, out_dir=out / str(i))
           for i, s in enumerate(how["sleeps"])]
-s = run_sweep("gx_sleepy.pipeline", points, ray_cfg={"enabled": how["ray"], "num_cpus": 2},
+s = run_sweep("gx_sleepy.pipeline", points, ray_cfg={"enabled": how["ray"], "num_cpus": 2,
+                                                    "batch_size": how["batch_size"]},
               tracking_cfg={"enabled": how["tracking"]}, sweep_name="sleepy", sweep_hash="0",
               sweep_cfg={"point_timeout": how["timeout"]})
 print(json.dumps({"summary": s.as_dict(), "errors": s.errors, "exit_code": s.exit_code}))
@@ -151,13 +152,13 @@ sys.exit(s.exit_code)
 
 
 def sleepy_sweep(tmp: Path, sleeps: list[float], timeout: str, ray: bool = False, tracking: bool = False,
-                 ray_tmp: Path | None = None, wait: bool = True):
+                 ray_tmp: Path | None = None, wait: bool = True, batch_size: int | str = "auto"):
     pkg = tmp / "mods" / "gx_sleepy"
     pkg.mkdir(parents=True, exist_ok=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "pipeline.py").write_text(SLEEPY)
     env = driver_env(tmp, ray_tmp, tracking, PYTHONPATH=f"{ROOT}{os.pathsep}{tmp / 'mods'}")
-    how = json.dumps({"sleeps": sleeps, "timeout": timeout, "ray": ray, "tracking": tracking})
+    how = json.dumps({"sleeps": sleeps, "timeout": timeout, "ray": ray, "tracking": tracking, "batch_size": batch_size})
     cmd = [sys.executable, "-c", SWEEP_SCRIPT, str(tmp / "out"), how]
     if not wait:
         return subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -204,6 +205,29 @@ SLEEPS = [0.05, 0.06, 600, 0.07]  # distinct: a point is identified by its confi
 def test_sigint_stops_a_sweep_cleanly_with_a_summary(tmp_path):
     _, err = stop_mid_sweep(tmp_path, signal.SIGINT, False, SLEEPS)
     assert "tracking is off, so a rerun runs all 4 points again" in err
+
+
+def test_a_ray_task_records_its_points_as_they_finish_and_a_rerun_skips_them(tmp_path, ray_tmp):
+    # one Ray task carries all four points (ray.batch_size=4) and its third point sleeps for ten
+    # minutes: the two before it (each longer than the worker's chunk time) are recorded while the
+    # task still runs, so a stop loses only the points in flight and a rerun skips the first two
+    sleeps = [0.6, 0.7, 600, 0.8]
+    proc = sleepy_sweep(tmp_path, sleeps, "3600s", ray=True, tracking=True, ray_tmp=ray_tmp, batch_size=4,
+                        wait=False)
+    done = lambda: all((tmp_path / "out" / str(i) / "results.json").exists() for i in (0, 1))  # noqa: E731
+    assert wait_until(lambda: done() or proc.poll() is not None, 120)
+    assert proc.poll() is None and done(), "the finished points of a running task must be recorded"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-3000:]
+    assert summary_of(out)["summary"] == {"done": 2, "failed": 0, "skipped": 0, "cancelled": 2, "not_run": 0}
+    assert child_statuses(tmp_path) == ["FAILED", "FAILED", "FINISHED", "FINISHED"]
+    again = sleepy_sweep(tmp_path, sleeps[:2] + [0.05, 0.8], "3600s", ray=True, tracking=True, ray_tmp=ray_tmp,
+                         batch_size=4)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert summary_of(again.stdout)["summary"]["skipped"] == 2
+    # the cancelled 0.8 s point's run is finished now; the 600 s point's stays failed beside the new 0.05 s one
+    assert child_statuses(tmp_path) == ["FAILED", "FINISHED", "FINISHED", "FINISHED", "FINISHED"]
 
 
 @pytest.mark.slow

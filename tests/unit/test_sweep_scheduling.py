@@ -4,7 +4,7 @@ point once, and the cheap pre-check of swept plain values (pipelines/sweep.py, a
 from pathlib import Path
 
 from pipelines.app import _sweep_variants
-from pipelines.sweep import BatchSizer, SweepPoint, _units, colocated_units
+from pipelines.sweep import BatchSizer, SweepPoint, _InFlight, _units, colocated_units, stream_points
 
 
 def point(i, **cfg):
@@ -86,6 +86,29 @@ def test_batch_sizer_adapts_to_observed_point_time():
     slow = BatchSizer("auto", n_workers=2)
     slow.observe([{"wall_s": 12.0}, {"wall_s": 3.0}])
     assert slow.size(1000) == 1  # second-scale points: one per task keeps the load balanced
+
+
+def test_a_task_streams_its_points_in_chunks_of_about_the_chunk_time(tmp_path, monkeypatch):
+    (tmp_path / "gx_napping").mkdir()
+    (tmp_path / "gx_napping" / "__init__.py").write_text("")
+    (tmp_path / "gx_napping" / "pipeline.py").write_text(
+        "import time\n\n\nclass main:\n    @staticmethod\n    def task(cfg):\n"
+        "        time.sleep(cfg['s'])\n        return {'s': cfg['s']}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfgs = [{"s": s} for s in (0.0, 0.0, 0.3, 0.0, 0.3)]
+    chunks = list(stream_points("gx_napping.pipeline", cfgs, chunk_s=0.25))
+    # a chunk closes with the first point that ends 0.25 s after the chunk before; the rest at the end
+    assert [[o["results"]["s"] for o in c] for c in chunks] == [[0.0, 0.0, 0.3], [0.0, 0.3]]
+    assert [len(c) for c in stream_points("gx_napping.pipeline", cfgs, chunk_s=0.0)] == [1] * 5
+    assert [len(c) for c in stream_points("gx_napping.pipeline", cfgs, chunk_s=60.0)] == [5]
+    assert all(o["ok"] and "worker" in o for c in chunks for o in c)
+
+
+def test_a_task_in_flight_hands_out_its_points_in_order_once():
+    flight = _InFlight(group=["a", "b", "c", "d"], positions=[7, 8, 9, 10], hard=None)
+    assert flight.take(1) == ([7], ["a"])
+    assert flight.take(2) == ([8, 9], ["b", "c"])
+    assert flight.rest() == ([10], ["d"]) and flight.rest() == ([], [])
 
 
 def test_swept_plain_values_are_set_not_recomposed_but_groups_are_composed():
