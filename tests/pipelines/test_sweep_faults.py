@@ -123,10 +123,16 @@ def child_statuses(tmp: Path) -> list[str]:
 # -- a tiny pipeline of exact durations, run through run_sweep ----------------------------------
 
 SLEEPY = '''
+import os
+import signal
 import time
 
 
 def task(cfg):
+    if cfg.get("die"):  # the worker process ends in the middle of the point
+        os._exit(3)
+    if cfg.get("deaf"):  # the point's SIGALRM cannot reach it, as inside a C extension
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
     time.sleep(float(cfg["sleep_s"]))
     return {"slept_s": float(cfg["sleep_s"])}
 
@@ -139,9 +145,12 @@ SWEEP_SCRIPT = '''
 import json, sys
 from pathlib import Path
 from pipelines.sweep import SweepPoint, run_sweep
+import pipelines.sweep
 out, how = Path(sys.argv[1]), json.loads(sys.argv[2])
-points = [SweepPoint(index=i, overrides=[f"sleep_s={s}"], cfg={"sleep_s": s}, out_dir=out / str(i))
-          for i, s in enumerate(how["sleeps"])]
+pipelines.sweep.HARD_GRACE_S = how["hard_grace_s"]
+cfgs = [s if isinstance(s, dict) else {"sleep_s": s} for s in how["sleeps"]]
+points = [SweepPoint(index=i, overrides=[f"{k}={v}" for k, v in c.items()], cfg=c, out_dir=out / str(i))
+          for i, c in enumerate(cfgs)]
 s = run_sweep("gx_sleepy.pipeline", points, ray_cfg={"enabled": how["ray"], "num_cpus": 2,
                                                     "batch_size": how["batch_size"]},
               tracking_cfg={"enabled": how["tracking"]}, sweep_name="sleepy", sweep_hash="0",
@@ -151,14 +160,17 @@ sys.exit(s.exit_code)
 '''
 
 
-def sleepy_sweep(tmp: Path, sleeps: list[float], timeout: str, ray: bool = False, tracking: bool = False,
-                 ray_tmp: Path | None = None, wait: bool = True, batch_size: int | str = "auto"):
+def sleepy_sweep(tmp: Path, sleeps: list, timeout: str, ray: bool = False, tracking: bool = False,
+                 ray_tmp: Path | None = None, wait: bool = True, batch_size: int | str = "auto",
+                 hard_grace_s: float = 30.0):
+    """``sleeps``: a point's seconds, or its whole config (``sleep_s``, ``die``, ``deaf``)."""
     pkg = tmp / "mods" / "gx_sleepy"
     pkg.mkdir(parents=True, exist_ok=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "pipeline.py").write_text(SLEEPY)
     env = driver_env(tmp, ray_tmp, tracking, PYTHONPATH=f"{ROOT}{os.pathsep}{tmp / 'mods'}")
-    how = json.dumps({"sleeps": sleeps, "timeout": timeout, "ray": ray, "tracking": tracking, "batch_size": batch_size})
+    how = json.dumps({"sleeps": sleeps, "timeout": timeout, "ray": ray, "tracking": tracking, "batch_size": batch_size,
+                      "hard_grace_s": hard_grace_s})
     cmd = [sys.executable, "-c", SWEEP_SCRIPT, str(tmp / "out"), how]
     if not wait:
         return subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -228,6 +240,30 @@ def test_a_ray_task_records_its_points_as_they_finish_and_a_rerun_skips_them(tmp
     assert summary_of(again.stdout)["summary"]["skipped"] == 2
     # the cancelled 0.8 s point's run is finished now; the 600 s point's stays failed beside the new 0.05 s one
     assert child_statuses(tmp_path) == ["FAILED", "FINISHED", "FINISHED", "FINISHED", "FINISHED"]
+
+
+def test_a_worker_that_dies_mid_task_fails_only_the_points_it_had_not_sent(tmp_path, ray_tmp):
+    # one task of three points; the worker process ends in the second: the first came back before
+    sleeps = [0.6, {"die": True, "sleep_s": 0}, 0.7]
+    proc = sleepy_sweep(tmp_path, sleeps, "3600s", ray=True, ray_tmp=ray_tmp, batch_size=3)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    res = summary_of(proc.stdout)
+    assert res["summary"] == {"done": 1, "failed": 2, "skipped": 0, "cancelled": 0, "not_run": 0}
+    assert res["errors"]["1"].startswith("worker failed: ") and res["errors"]["2"] == res["errors"]["1"]
+    assert (tmp_path / "out" / "0" / "results.json").exists()
+
+
+def test_a_point_its_alarm_cannot_reach_is_stopped_with_its_worker_past_the_hard_deadline(tmp_path, ray_tmp):
+    # the point blocks SIGALRM and sleeps ten minutes: the driver cancels its task (and worker) at
+    # twice its 1 s limit plus the grace (2 s here, 30 s in a sweep); the other point still runs
+    t0 = time.monotonic()
+    proc = sleepy_sweep(tmp_path, [{"deaf": True, "sleep_s": 600}, 0.05], "1s", ray=True, ray_tmp=ray_tmp,
+                        batch_size=1, hard_grace_s=2.0)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert time.monotonic() - t0 < 90
+    res = summary_of(proc.stdout)
+    assert res["summary"] == {"done": 1, "failed": 1, "skipped": 0, "cancelled": 0, "not_run": 0}
+    assert "sweep.point_timeout=1s" in res["errors"]["0"] and "its Ray worker was stopped" in res["errors"]["0"]
 
 
 @pytest.mark.slow
