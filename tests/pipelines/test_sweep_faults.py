@@ -234,8 +234,7 @@ def test_a_ray_task_records_its_points_as_they_finish_and_a_rerun_skips_them(tmp
     assert proc.returncode == 130, err[-3000:]
     assert summary_of(out)["summary"] == {"done": 2, "failed": 0, "skipped": 0, "cancelled": 2, "not_run": 0}
     assert child_statuses(tmp_path) == ["FAILED", "FAILED", "FINISHED", "FINISHED"]
-    again = sleepy_sweep(tmp_path, sleeps[:2] + [0.05, 0.8], "3600s", ray=True, tracking=True, ray_tmp=ray_tmp,
-                         batch_size=4)
+    again = sleepy_sweep(tmp_path, sleeps[:2] + [0.05, 0.8], "3600s", tracking=True)  # in one process: the same skip
     assert again.returncode == 0, again.stderr[-3000:]
     assert summary_of(again.stdout)["summary"]["skipped"] == 2
     # the cancelled 0.8 s point's run is finished now; the 600 s point's stays failed beside the new 0.05 s one
