@@ -38,6 +38,7 @@ Deterministic: enumeration orders are fixed and ties go to the first candidate f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import combinations, count, product
 
 from collectives.errors import SpecError
@@ -231,6 +232,7 @@ class _Pricer:
         self.rows: dict[tuple, dict] = {}  # ``_LeafSearch``'s rows, per (axis, bits): this request's
         self.kernel_tables: KernelTables = _STRUCTURE["kernel"]
         self.kernel_rows: dict[tuple, tuple] = {}  # the compiled descent's inputs per (axis, bits)
+        self.leaf_static: dict[tuple, tuple] = {}  # ``_leaf_static`` per active axes: this request's
 
     def compress_table(self, bits: tuple[int, ...]) -> dict[int, int]:
         """Host mask → axis-local mask for every mask inside the block ``bits``."""
@@ -328,18 +330,22 @@ def _all_partitions(shape: tuple[int, ...], n: int) -> list[tuple[tuple[int, ...
     return [default] + [q for q in rest if q != default]
 
 
-def _partition_sets(req: PlanRequest) -> list[tuple[tuple[tuple[int, ...], ...], ...]]:
+def _partition_sets(req: PlanRequest) -> tuple[tuple[tuple[tuple[int, ...], ...], ...], ...]:
     """Bit partitions of all meshes; the first mesh is fixed (the labels are symmetric under bit
     permutations, so only the alignment of the others to it matters)."""
-    n = req.n_bits
-    per_mesh = [_contiguous_partitions(req.meshes[0].shape, n, both_orders=False)]
-    per_mesh += [_all_partitions(m.shape, n) for m in req.meshes[1:]]
+    return _partition_sets_of(tuple(tuple(m.shape) for m in req.meshes), req.n_bits)
+
+
+@lru_cache(maxsize=512)  # explicit keyed cache: (mesh shapes, bits) -> partitions; one per split of a search
+def _partition_sets_of(shapes: tuple[tuple[int, ...], ...], n: int) -> tuple:
+    per_mesh = [_contiguous_partitions(shapes[0], n, both_orders=False)]
+    per_mesh += [_all_partitions(shape, n) for shape in shapes[1:]]
     total = 1
     for p in per_mesh:
         total *= len(p)
     if total > MAX_PARTITIONS:  # heuristic (A.7): contiguous blocks in both orders only
-        per_mesh = per_mesh[:1] + [_contiguous_partitions(m.shape, n, both_orders=True) for m in req.meshes[1:]]
-    return [tuple(c) for c in product(*per_mesh)]
+        per_mesh = per_mesh[:1] + [_contiguous_partitions(shape, n, both_orders=True) for shape in shapes[1:]]
+    return tuple(tuple(c) for c in product(*per_mesh))
 
 
 # --- evaluation ----------------------------------------------------------------------------
@@ -409,13 +415,16 @@ def _ports(host: frozenset[int], owns: list[frozenset[int]], ps: list[int]) -> i
     return sum(pg.get(g, 1) for g in host)
 
 
-def _aligned_key(ax: _Axis, k: int, bits: list[tuple[int, ...]], pricer: _Pricer, budget: int) -> tuple:
+def _aligned_key(ax: _Axis, k: int, bits: list[tuple[int, ...]], pricer: _Pricer, budget: int,
+                 subgroups: list[int] | None = None) -> tuple:
     """Everything ``_aligned_ladder`` reads: the axis's ladder in its bits, and every mask inside
-    some other axis's block (bitset: where a fold can be shared)."""
+    some other axis's block (bitset: where a fold can be shared). ``subgroups``: the pricer's
+    subgroup of each axis's bits, when the caller has them."""
+    subgroups = [pricer.subgroup(bs) for bs in bits] if subgroups is None else subgroups
     inside_others = 0
-    for j, bs in enumerate(bits):
+    for j, sub in enumerate(subgroups):
         if j != k:
-            inside_others |= pricer.subgroup(bs)
+            inside_others |= sub
     return ("aligned", ("hosted", ax.a, ax.collective, ax.sigma, ax.schedule, budget, bits[k]), inside_others)
 
 
@@ -492,6 +501,20 @@ def _atoms(host: int, rows: list[tuple]) -> tuple:
     return tuple(sorted((own_rows, full_rows, a.bit_count()) for a, own_rows, full_rows in atoms))
 
 
+def _leaf_static(axes: list[_Axis], active: list[int]) -> tuple:
+    """What a ``_LeafSearch`` reads of the request alone: each axis's pricing key, the cheapest
+    multiplicity step (a plain-cube axis), and the row positions (in ``active`` order, as
+    ``chosen`` lists them) of the meshes with two active axes and of every other active axis."""
+    keys = [(ax.a, ax.collective, ax.sigma, ax.schedule) for ax in axes]
+    min_step = min(axes[k].a for k in active)
+    by_mesh: dict[int, list[int]] = {}
+    for r, k in enumerate(active):
+        by_mesh.setdefault(axes[k].mesh, []).append(r)
+    pairs = [tuple(rs) for rs in by_mesh.values() if len(rs) == 2]
+    singles = [r for rs in by_mesh.values() if len(rs) != 2 for r in rs]
+    return keys, min_step, pairs, singles
+
+
 class _LeafSearch:
     """Fast evaluation of the leaves of one bit partition (same arithmetic as ``_Evaluator``).
 
@@ -505,28 +528,24 @@ class _LeafSearch:
     """
 
     def __init__(self, req: PlanRequest, axes: list[_Axis], bits: list[tuple[int, ...]], pricer: _Pricer,
-                 budget: int, active: list[int]):
+                 budget: int, active: list[int], subgroups: list[int] | None = None):
         self.req, self.axes, self.bits, self.pricer, self.budget = req, axes, bits, pricer, budget
         self.active = active
         self.lam = req.hop_latency_s
         # shared by every partition of the request (keyed by the axis's bits, not its index)
         self._local, self._full, self._time = pricer.local_masks, pricer.full_masks, pricer.times
-        self._keys = [(ax.a, ax.collective, ax.sigma, ax.schedule) for ax in axes]
         self.raised = pricer.raised
         self._row_ids = pricer.row_ids
         self._terms = pricer.terms
-        self.subgroups = {k: pricer.subgroup(bits[k]) for k in active}
-        self.min_step = min(axes[k].a for k in active)  # the cheapest multiplicity step: a plain-cube axis
+        subgroups = [pricer.subgroup(bs) for bs in bits] if subgroups is None else subgroups
+        self.subgroups = {k: subgroups[k] for k in active}
+        static = pricer.leaf_static.get(tuple(active))  # the same for every partition of the request
+        if static is None:
+            static = pricer.leaf_static[tuple(active)] = _leaf_static(axes, active)
+        self._keys, self.min_step, self.pairs, self.singles = static
         # per axis: {(own bitset, supported bitset): row}; a row reads only the axis, its bits and
         # those two sets, so the table is the request's (``_Pricer.rows``), shared by its partitions
         self._contrib = {k: pricer.rows.setdefault((k, bits[k]), {}) for k in active}
-        # row positions (in ``active`` order, as ``chosen`` lists them) of the meshes with two
-        # active axes, and of every other active axis
-        by_mesh: dict[int, list[int]] = {}
-        for r, k in enumerate(active):
-            by_mesh.setdefault(axes[k].mesh, []).append(r)
-        self.pairs = [tuple(rs) for rs in by_mesh.values() if len(rs) == 2]
-        self.singles = [r for rs in by_mesh.values() if len(rs) != 2 for r in rs]
         self._pair_bounds: dict[tuple, float] = pricer.pair_bounds
 
     def option(self, k: int, own: frozenset[int]) -> tuple:
@@ -749,7 +768,7 @@ class _LeafSearch:
 
 
 def _search_partition(req, axes, bits, pricer, budget, bound: float | None = None):
-    """Best (objective, ports, host, owns, ps) for one bit partition, or None.
+    """Best (objective, ports, host as a bitset, owns, ps) for one bit partition, or None.
 
     Exhaustive over the product of the axes' ladders when it has at most ``MAX_LEAVES``
     combinations; otherwise coordinate descent (each axis in turn takes its best option with
@@ -760,8 +779,9 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
     exceeds it, or exceeds this partition's best, is not raised — it cannot win. Coordinate
     descent bounds by its own best only, so its path is the unpruned one."""
     active = [k for k, ax in enumerate(axes) if ax.active]
-    search = _LeafSearch(req, axes, bits, pricer, budget, active)
-    memos = {k: _aligned_key(axes[k], k, bits, pricer, budget) for k in active}
+    subgroups = [pricer.subgroup(bs) for bs in bits]
+    search = _LeafSearch(req, axes, bits, pricer, budget, active, subgroups)
+    memos = {k: _aligned_key(axes[k], k, bits, pricer, budget, subgroups) for k in active}
     ladders = {k: _ladder_options(search, k, budget, memos[k]) for k in active}
     state = {"best": None}
 
@@ -787,7 +807,7 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
         owns = [frozenset()] * len(axes)
         for k, own in zip(active, chosen_owns):
             owns[k] = own
-        return (obj, used, frozenset(_members(host)), owns, ps)
+        return (obj, used, host, owns, ps)  # host as a bitset: the caller spells out the winner's only
 
     size = 1
     for k in active:
@@ -951,7 +971,8 @@ def shared_host_plan(req: PlanRequest) -> Plan:
                 best = (found, parts, bits)
         if best is None:
             continue
-        (obj, used, host, owns, ps), parts, bits = best
+        (obj, used, host_bits, owns, ps), parts, bits = best
+        host = frozenset(_members(host_bits))
         pg = _generator_multiplicities(owns, ps)
         gens = tuple((g, pg.get(g, 1)) for g in sorted(host))
         port_masks = _colour(list(gens), req.ports, req.world)

@@ -70,7 +70,7 @@ def _reference_search_partition(req, axes, bits, pricer, budget, bound=None):
             owns[k] = frozenset()
 
         dfs(0, frozenset())
-        return state["best"]
+        return _with_host_bits(state["best"])
     for k in active:
         owns[k] = ladders[k][0]
     current = leaf(owns)
@@ -87,7 +87,12 @@ def _reference_search_partition(req, axes, bits, pricer, budget, bound=None):
                     current, owns, changed = cand, trial, True
         if not changed:
             break
-    return state["best"]
+    return _with_host_bits(state["best"])
+
+
+def _with_host_bits(best):
+    """The search's answer as ``shared_host._search_partition`` gives it: the host as a bitset."""
+    return None if best is None else (best[0], best[1], sh._bitset(best[2]), *best[3:])
 
 
 def _both(request, monkeypatch):
