@@ -613,9 +613,13 @@ class _InFlight:
         a, self.done = self.done, self.done + n
         return self.positions[a:self.done], self.group[a:self.done]
 
+    def left(self) -> int:
+        """How many of its points have not come back."""
+        return len(self.group) - self.done
+
     def rest(self) -> tuple[list[int], list]:
         """The positions and points that have not come back."""
-        return self.take(len(self.group) - self.done)
+        return self.take(self.left())
 
 
 class RayFeed:
@@ -724,19 +728,18 @@ def _run_on_ray(pipeline: str, todo: list[int], points, ray_cfg: dict, n_workers
             try:
                 outcomes = ray.get(next(task))
             except StopIteration:  # the task ended: none of its points is left (else they failed)
-                outcomes = [{"ok": False, "error": "worker failed: its task ended without this point"}] * (
-                    len(flight.group) - flight.done)
+                lost_point = {"ok": False, "error": "worker failed: its task ended without this point"}
+                outcomes = [lost_point] * flight.left()
             except Exception as exc:  # a worker died: its points fail, the sweep goes on, unless the head went
                 lost = watch.lost_with_worker()
                 if lost:
                     summary.head_lost = lost
                     drop_all({"ok": False, "error": f"{lost} while the point ran"}, cancel=False)
                     break
-                outcomes = [{"ok": False, "error": f"worker failed: {type(exc).__name__}: {exc}"}] * (
-                    len(flight.group) - flight.done)
+                outcomes = [{"ok": False, "error": f"worker failed: {type(exc).__name__}: {exc}"}] * flight.left()
             positions, group = flight.take(len(outcomes))
             feed.sizer.observe(outcomes)
-            if flight.done >= len(flight.group):
+            if not flight.left():
                 del pending[task]
                 # the next task goes out before this one's points are written: no worker waits on the driver
                 feed.fill(stop, summary)

@@ -251,6 +251,10 @@ class _Pricer:
             hit = self._subgroups[bits] = _bitset(expand(x, bits) for x in range(1, 1 << len(bits)))
         return hit
 
+    def subgroups(self, bits: list[tuple[int, ...]]) -> list[int]:
+        """``subgroup`` of each axis's bits (one bit partition)."""
+        return [self.subgroup(bs) for bs in bits]
+
     def hosted(self, local: frozenset[int], bits: tuple[int, ...]) -> tuple[frozenset[int], int]:
         """An axis-local generator set in host masks, and the bitset of its folds (masks of ≥ 2 bits)."""
         key = (local, bits)
@@ -420,7 +424,7 @@ def _aligned_key(ax: _Axis, k: int, bits: list[tuple[int, ...]], pricer: _Pricer
     """Everything ``_aligned_ladder`` reads: the axis's ladder in its bits, and every mask inside
     some other axis's block (bitset: where a fold can be shared). ``subgroups``: the pricer's
     subgroup of each axis's bits, when the caller has them."""
-    subgroups = [pricer.subgroup(bs) for bs in bits] if subgroups is None else subgroups
+    subgroups = pricer.subgroups(bits) if subgroups is None else subgroups
     inside_others = 0
     for j, sub in enumerate(subgroups):
         if j != k:
@@ -537,7 +541,7 @@ class _LeafSearch:
         self.raised = pricer.raised
         self._row_ids = pricer.row_ids
         self._terms = pricer.terms
-        subgroups = [pricer.subgroup(bs) for bs in bits] if subgroups is None else subgroups
+        subgroups = pricer.subgroups(bits) if subgroups is None else subgroups
         self.subgroups = {k: subgroups[k] for k in active}
         static = pricer.leaf_static.get(tuple(active))  # the same for every partition of the request
         if static is None:
@@ -779,7 +783,7 @@ def _search_partition(req, axes, bits, pricer, budget, bound: float | None = Non
     exceeds it, or exceeds this partition's best, is not raised — it cannot win. Coordinate
     descent bounds by its own best only, so its path is the unpruned one."""
     active = [k for k, ax in enumerate(axes) if ax.active]
-    subgroups = [pricer.subgroup(bs) for bs in bits]
+    subgroups = pricer.subgroups(bits)
     search = _LeafSearch(req, axes, bits, pricer, budget, active, subgroups)
     memos = {k: _aligned_key(axes[k], k, bits, pricer, budget, subgroups) for k in active}
     ladders = {k: _ladder_options(search, k, budget, memos[k]) for k in active}

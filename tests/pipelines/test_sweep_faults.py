@@ -129,11 +129,11 @@ import time
 
 
 def task(cfg):
-    if cfg.get("die"):  # the worker process ends in the middle of the point
-        os._exit(3)
     if cfg.get("deaf"):  # the point's SIGALRM cannot reach it, as inside a C extension
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
     time.sleep(float(cfg["sleep_s"]))
+    if cfg.get("die"):  # the worker process ends in the middle of the point
+        os._exit(3)
     return {"slept_s": float(cfg["sleep_s"])}
 
 
@@ -242,8 +242,9 @@ def test_a_ray_task_records_its_points_as_they_finish_and_a_rerun_skips_them(tmp
 
 
 def test_a_worker_that_dies_mid_task_fails_only_the_points_it_had_not_sent(tmp_path, ray_tmp):
-    # one task of three points; the worker process ends in the second: the first came back before
-    sleeps = [0.6, {"die": True, "sleep_s": 0}, 0.7]
+    # one task of three points; the worker process ends a second into the second (Ray reports a
+    # streamed chunk asynchronously: a process that dies at once may take its last chunk with it)
+    sleeps = [0.6, {"die": True, "sleep_s": 1.0}, 0.7]
     proc = sleepy_sweep(tmp_path, sleeps, "3600s", ray=True, ray_tmp=ray_tmp, batch_size=3)
     assert proc.returncode == 1, proc.stderr[-3000:]
     res = summary_of(proc.stdout)
