@@ -42,7 +42,8 @@ from functools import lru_cache
 from itertools import combinations, count, product
 
 from collectives.errors import SpecError
-from fabrics.planner.axis_cost import AxisPrice, complete_blocks, compress, expand, price_candidates, schedule_candidates
+from fabrics.planner.axis_cost import (AxisPrice, complete_blocks, compress, expand, expanded_masks, price_candidates,
+                                       schedule_candidates)
 from fabrics.planner.descent import KernelTables, bitset_bytes, fits_kernel, load_descent_kernel
 from fabrics.planner.request import NO_COLLECTIVE, PlanRequest, request_hash
 
@@ -238,7 +239,7 @@ class _Pricer:
         """Host mask → axis-local mask for every mask inside the block ``bits``."""
         hit = self._compress.get(bits)
         if hit is None:
-            hit = self._compress[bits] = {expand(x, bits): x for x in range(1 << len(bits))}
+            hit = self._compress[bits] = {h: x for x, h in enumerate(expanded_masks(bits))}
         return hit
 
     def is_block_fold(self, a: int, local: tuple[int, ...]) -> bool:
@@ -248,7 +249,7 @@ class _Pricer:
         """Bitset of every mask inside the block ``bits`` (the support rule's test, A.1)."""
         hit = self._subgroups.get(bits)
         if hit is None:
-            hit = self._subgroups[bits] = _bitset(expand(x, bits) for x in range(1, 1 << len(bits)))
+            hit = self._subgroups[bits] = _bitset(expanded_masks(bits)[1:])
         return hit
 
     def subgroups(self, bits: list[tuple[int, ...]]) -> list[int]:

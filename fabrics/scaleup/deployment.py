@@ -58,11 +58,10 @@ class AxisSchedule:
 
     def groups(self, world: int) -> np.ndarray:
         """Cosets of the axis's bit block, one row per group, columns in local label order."""
-        from fabrics.planner.axis_cost import expand
+        from fabrics.planner.axis_cost import expanded_masks
 
         block = sum(1 << b for b in self.bits)
-        local = np.arange(1 << len(self.bits), dtype=np.int64)
-        offsets = np.zeros_like(local) | expand(local, self.bits)  # every local label at once
+        offsets = np.array(expanded_masks(self.bits), dtype=np.int64)  # every local label, in order
         labels = np.arange(world, dtype=np.int64)
         bases = labels[(labels & block) == 0]
         return bases[:, None] | offsets[None, :]

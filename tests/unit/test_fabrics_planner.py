@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 
 from collectives.errors import SpecError
 from fabrics.planner import plan, request_from_dict, request_hash, shared_host_plan, stacked_link_plan
-from fabrics.planner.axis_cost import complete_blocks, compress, expand
+from fabrics.planner.axis_cost import complete_blocks, compress, expand, expanded_masks
 from fabrics.planner.stacked_link import best_circulant, port_split
 
 R, LAM = 5e10, 0.52e-6
@@ -34,6 +34,13 @@ def test_bad_requests(meshes, world, ports, fragment):
 def test_masks_compress_and_expand():
     bits = (1, 4, 6)
     assert compress(0b1010010, bits) == 0b111 and expand(0b101, bits) == 0b1000010
+    # by definition, bit by bit, on every mask of 9 host bits (bits outside the block are ignored)
+    for bits in ((), (0,), (1, 4, 6), (0, 2, 3, 5, 8), (3, 1, 7), tuple(range(9))):
+        for mask in range(1 << 9):
+            assert compress(mask, bits) == sum(1 << i for i, b in enumerate(bits) if mask >> b & 1)
+            assert expand(mask, bits) == sum(1 << b for i, b in enumerate(bits) if mask >> i & 1)
+            assert compress(expand(mask, bits), bits) == mask & ((1 << len(bits)) - 1)
+        assert expanded_masks(bits) == tuple(expand(x, bits) for x in range(1 << len(bits)))
     assert complete_blocks(4, [1, 2, 3, 4, 8, 12]) == (2, 2)
     assert complete_blocks(4, [1, 2, 4, 8, 15]) is None
 
