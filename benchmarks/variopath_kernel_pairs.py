@@ -12,6 +12,16 @@ effect. Only the C call is timed (no Python lane objects). The absolute medians 
 above a steady ``gx alltoallv`` plan's kernel time, since two loops share the caches.
 
     .venv/bin/python benchmarks/variopath_kernel_pairs.py --before HEAD~1 [--nodes 1,2] [--calls 800]
+
+``--variant NAME=FLAGS`` (repeatable; FLAGS comma-separated) compares builds of this tree's loop
+with extra compiler flags against the default build the same way, e.g. the SIMD widths
+(``avx2=-DVP_NO_AVX512``, ``sse2=-DVP_NO_AVX512,-DVP_NO_AVX2``) or ``native=-march=native``;
+``--windows K`` also prints the medians of every K consecutive pairs (how a slow state of the
+host moves each build). ``--phases`` builds the loop with ``-DVP_PHASE_TICKS`` and prints where a
+plan's time-stamp-counter ticks go, phase by phase:
+
+    .venv/bin/python benchmarks/variopath_kernel_pairs.py --variant avx2=-DVP_NO_AVX512 --nodes 2 --windows 300
+    .venv/bin/python benchmarks/variopath_kernel_pairs.py --phases --nodes 2
 """
 
 from __future__ import annotations
@@ -80,6 +90,12 @@ def pairs(loops, demand, calls: int) -> list[list[float]]:
     return times
 
 
+# vp_plan's phases under -DVP_PHASE_TICKS (VP_TICK(k) in variopath_kernel.c), in k order
+PHASES = ("reuse attempt failed or none", "weights and credits", "shape scores and beam", "rows' starts",
+          "Alternating Algorithm", "EVALUATE", "draining, bookkeeping", "reused activation", "tau",
+          "pressure terms")
+
+
 def build_pair(before: str, tmp: Path) -> list[tuple[str, Path]]:
     old_src = tmp / "before.c"
     rel = SOURCE.relative_to(SOURCE.parents[2])
@@ -94,31 +110,86 @@ def build_pair(before: str, tmp: Path) -> list[tuple[str, Path]]:
     return built
 
 
+def build_variants(variants: list[str], tmp: Path) -> list[tuple[str, Path]]:
+    """This tree's loop: the default build, then one per ``NAME=FLAG[,FLAG...]``."""
+    built = []
+    for name, flags in [("default", "")] + [v.split("=", 1) if "=" in v else (v, v) for v in variants]:
+        so = build_kernel(tmp / f"{len(built)}.so", flags=tuple(f for f in flags.split(",") if f))
+        if so is None:
+            sys.exit(f"error: could not compile {SOURCE} with {flags!r} (a C compiler and Python headers are needed)")
+        built.append((name, so))
+    return built
+
+
+def phase_ticks(tmp: Path, topo, cat, preset_name: str, demand, calls: int) -> None:
+    """Where the loop's ticks go: the -DVP_PHASE_TICKS build, ``calls`` plans of ``demand``."""
+    so = build_kernel(tmp / "ticks.so", flags=("-DVP_PHASE_TICKS",))
+    if so is None:
+        sys.exit(f"error: could not compile {SOURCE} with -DVP_PHASE_TICKS")
+    lib = ctypes.CDLL(str(so))
+    if not hasattr(lib, "vp_phase_ticks"):
+        sys.exit("error: this host's build has no phase probes (they need x86-64's time-stamp counter)")
+    out = (ctypes.c_ulonglong * (2 * len(PHASES)))()
+    bound, dp = bound_loop(loop_of(so), topo, cat, preset_name)
+    bound(dp.copy(), demand.copy())
+    lib.vp_phase_ticks(out)  # reset after a warm-up plan
+    for _ in range(calls):
+        bound(dp.copy(), demand.copy())
+    lib.vp_phase_ticks(out)
+    ticks, counts = list(out[:len(PHASES)]), list(out[len(PHASES):])
+    total = sum(ticks)
+    print(f"  {topo.n_ranks} GPUs: {total / calls / 1e3:.1f} k ticks per plan ({calls} plans); by phase:")
+    for k in sorted(range(len(PHASES)), key=lambda k: -ticks[k]):
+        print(f"    {PHASES[k]:<28} {ticks[k] / total * 100:5.1f} %  {counts[k] / calls:6.1f} per plan  "
+              f"{ticks[k] / max(1, counts[k]):8.0f} ticks each")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--before", required=True, help="git revision whose loop is compared with this tree's")
+    ap.add_argument("--before", help="git revision whose loop is compared with this tree's")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=FLAGS",
+                    help="this tree's loop built with extra compiler flags (comma-separated), against the default build")
+    ap.add_argument("--phases", action="store_true", help="ticks per phase of the loop (a -DVP_PHASE_TICKS build)")
     ap.add_argument("--nodes", default="1,2", help="R5080-BF3 nodes (8 GPUs each)")
     ap.add_argument("--calls", type=int, default=800, help="calls of each loop, alternated")
+    ap.add_argument("--windows", type=int, default=0, metavar="K", help="also the medians of every K pairs")
     ap.add_argument("--preset", default="variopath")
     args = ap.parse_args()
+    if not (args.before or args.variant or args.phases):
+        ap.error("give --before REV, --variant NAME=FLAGS or --phases")
     with tempfile.TemporaryDirectory() as tmp:
-        built = build_pair(args.before, Path(tmp))
-        print(f"VarioPath loop, {args.preset} preset, R5080-BF3, the two builds called alternately {args.calls} times "
-              "each on 1 GiB per source, Zipf s=0.6, seed 0 (C call only)")
+        built = []
+        if args.before:
+            built = build_pair(args.before, Path(tmp))
+        elif args.variant:
+            built = build_variants(args.variant, Path(tmp))
+        print(f"VarioPath loop, {args.preset} preset, R5080-BF3, 1 GiB per source, Zipf s=0.6, seed 0 (C call only)"
+              + (f"; the builds called alternately {args.calls} times each" if built else ""))
         for nodes in (int(n) for n in args.nodes.split(",")):
             topo = channel_topology(pcie_cluster(_platform(), nodes))
             cat = build_catalog(topo)
-            loops = [bound_loop(loop_of(so), topo, cat, args.preset) for _, so in built]
             demands = [zipf(topo.n_ranks, 2**30, s, seed).astype(np.float64) for s, seed in DEMANDS]
-            digests = [plan_digest(b, dp, demands) for b, dp in loops]
-            times = pairs(loops, demands[0], args.calls)
-            base = np.array(times[0])
-            for (name, _), t, (dig, acts) in zip(built, times, digests):
-                ratio = statistics.median(np.array(t) / base)
-                print(f"  {topo.n_ranks:>3} GPUs {name:>22}: median {statistics.median(t) * 1e6:7.1f} us, "
-                      f"p10 {np.percentile(t, 10) * 1e6:7.1f} us, {acts} activations, per-pair ratio {ratio:.3f}, "
-                      f"plans {dig}")
-            print(f"  {topo.n_ranks:>3} GPUs same plans on {len(DEMANDS)} demands: {len({d for d, _ in digests}) == 1}")
+            if args.phases:
+                phase_ticks(Path(tmp), topo, cat, args.preset, demands[0], args.calls)
+            if built:
+                compare(built, topo, cat, args.preset, demands, args.calls, args.windows)
+
+
+def compare(built, topo, cat, preset_name: str, demands, calls: int, windows: int) -> None:
+    loops = [bound_loop(loop_of(so), topo, cat, preset_name) for _, so in built]
+    digests = [plan_digest(b, dp, demands) for b, dp in loops]
+    times = pairs(loops, demands[0], calls)
+    base = np.array(times[0])
+    for (name, _), t, (dig, acts) in zip(built, times, digests):
+        ratio = statistics.median(np.array(t) / base)
+        print(f"  {topo.n_ranks:>3} GPUs {name:>22}: median {statistics.median(t) * 1e6:7.1f} us, "
+              f"p10 {np.percentile(t, 10) * 1e6:7.1f} us, {acts} activations, per-pair ratio {ratio:.3f}, "
+              f"plans {dig}")
+    print(f"  {topo.n_ranks:>3} GPUs same plans on {len(DEMANDS)} demands: {len({d for d, _ in digests}) == 1}")
+    if windows:
+        print(f"  medians of every {windows} pairs (us): " + " | ".join(name for name, _ in built))
+        for w in range(0, calls - windows + 1, windows):
+            print("    " + " ".join(f"{statistics.median(t[w:w + windows]) * 1e6:7.0f}" for t in times))
 
 
 if __name__ == "__main__":

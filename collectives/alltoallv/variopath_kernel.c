@@ -1089,6 +1089,27 @@ static int by_key_desc(const void *x, const void *y) {
 #define VP_ABI 7
 VP_EXPORT i64 vp_abi(void) { return VP_ABI; }
 
+/* -DVP_PHASE_TICKS: time-stamp-counter ticks per phase of vp_plan (benchmarks/variopath_kernel_pairs.py
+ * --phases reads them with vp_phase_ticks); the default build has no probes. Phases, in VP_PHASES order. */
+#define VP_PHASES 10
+#if defined(VP_PHASE_TICKS) && defined(__x86_64__)
+#include <x86intrin.h>
+static unsigned long long vp_ticks[VP_PHASES], vp_ticks_n[VP_PHASES], vp_ticks_last;
+#define VP_TICK_START() (vp_ticks_last = __rdtsc())
+#define VP_TICK(k) do { const unsigned long long now_ = __rdtsc(); vp_ticks[k] += now_ - vp_ticks_last; \
+                        vp_ticks_n[k]++; vp_ticks_last = now_; } while (0)
+/* out[k] = ticks of phase k, out[VP_PHASES + k] = its count since the last read (then reset) */
+VP_EXPORT void vp_phase_ticks(unsigned long long *out) {
+    for (int k = 0; k < VP_PHASES; k++) {
+        out[k] = vp_ticks[k]; out[VP_PHASES + k] = vp_ticks_n[k];
+        vp_ticks[k] = vp_ticks_n[k] = 0;
+    }
+}
+#else
+#define VP_TICK_START() ((void)0)
+#define VP_TICK(k) ((void)0)
+#endif
+
 VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *gof,
             const i64 *restrict col_ptr, const i64 *restrict col_shape, const double *restrict col_val,
             const double *restrict col_rate, const float *restrict dense_val, const double *restrict dense_rate,
@@ -1177,6 +1198,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
         i64 *so = out_src + A * N, *dso = out_dst + A * N;
         /* -- reuse: re-EVALUATE the last AA's channels on the new remaining demand (the pool
               rows, their w and per-rate caps are those of that AA run, unchanged since) -- */
+        VP_TICK_START();
         if (reuse_left > 0 && npool > 0) {
             double hu;
             const i64 h = pool_best(terms, prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, xw, tt, N,
@@ -1197,10 +1219,12 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
                 out_fam[A] = rfam[row];
                 if (rfam[row] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
                 left -= moved;
+                VP_TICK(7);
                 A++;
                 continue;
             }
         }
+        VP_TICK(0);  /* a reuse attempt that failed (or none) */
         /* -- τ (coarse rounds: up to 1/coarse of the remaining lower bound) -- */
         /* the rank loads, D̂ and the nodes' cross traffic are running sums (drain_lanes), so only
            the largest entry needs a pass over rem */
@@ -1224,6 +1248,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
             if (tc > tau) tau = tc;
         }
         const double inv_tau = 1.0 / tau;
+        VP_TICK(8);  /* τ */
         if (use_w) {
             /* rank terms (VarioPathPlanner._rank_weights): linear, or (load / max)^p as repeated products */
             for (i64 i = 0; i < N; i++) {
@@ -1259,8 +1284,10 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
         if (nodes_on)  /* the node term of row i: nrow[node of i][j] (0 inside the node: adding it changes nothing) */
             for (i64 a = 0; a < K; a++)
                 for (i64 j = 0; j < N; j++) nrow[a * N + j] = node_of[j] != a ? nterm[a * K + node_of[j]] : 0.0;
+        VP_TICK(9);  /* rank and node pressure terms */
         credit_rows(N, G, g, R, use_w, wsc, nodes_on, gcons, power, rp, pp, mx, remmax, inv_tau, rem, pu, pv, nrow, node_of,
                     gof, rates_u, w, dgw, cred, credt);
+        VP_TICK(1);  /* weights and credits */
         /* -- shape scores (Eq. 6, or capped) and the beam -- */
         /* sparse shapes by group pair (column k lists the shapes with lanes on pair k): O(nnz),
            and consecutive updates hit different shapes, so they pipeline; every score still sums
@@ -1322,6 +1349,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
                 for (i64 k = 0; k < GG; k++)
                     for (i64 c = 0; c < ncand; c++) cdense[k * ncand + c] = dense_val[k * J + cand[c]];
         }
+        VP_TICK(2);  /* shape scores and the beam */
         /* -- rows: (family of the beam, start) -- */
         i64 B = 0, nfam = 0;
         for (i64 t = 0; t < ntop; t++) nfam += fam_off[top[t] + 1] - fam_off[top[t]];
@@ -1383,6 +1411,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
                 }
             }
         }
+        VP_TICK(3);  /* the rows' starts */
         aa_runs++;
         /* -- multi-start Alternating Algorithm (Eqs. 7-8) -- */
         const int single = Se == 1;
@@ -1421,6 +1450,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
             stall_mask(B, rfam, stall, f);
         }
     bound:
+        VP_TICK(4);  /* the Alternating Algorithm */
         /* -- EVALUATE (Eqs. 9-10) over the channels (rows without a self-pair); they stay the
               pool for reuse -- */
         for (i64 ri = 0; ri < R; ri++) {
@@ -1443,6 +1473,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
         const i64 h = pool_best(terms, prow, npool, rsrc, rdst, rfam, fam_rid, rem, w, wsel, capr, invr, xw, tt, N,
                                 lambda, &hu, W ? upool : NULL);
         if (h < 0 || !(hu > 0)) { npool = 0; *status = 0; break; }
+        VP_TICK(5);  /* EVALUATE */
         if (W) remember_bindings(npool, prow, upool, rfam, rsrc, rdst, N, W, F, wdst, wcnt, wrank);
         util0 = hu;
         reuse_left = reuse - 1;
@@ -1482,6 +1513,7 @@ VP_EXPORT i64 vp_plan(const i64 *ip, double *dp, const i64 *groups, const i64 *g
         out_fam[A] = rfam[hrow];
         if (rfam[hrow] == F) memcpy(out_inst + A * N, syn_inst, sizeof(i64) * N);
         left -= moved;
+        VP_TICK(6);  /* draining and bookkeeping */
         A++;
     }
     free(w); free(cred); free(credt); free(nterm); free(nrow); free(rused); free(pused); free(rtouched); free(order);
