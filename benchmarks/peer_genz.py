@@ -12,7 +12,7 @@ calls); the per-point figure is the median over points of each point's median.
 
 Per sweep: GenZ's per-point median x 2,160 against gxnet's measured
 ``gx search -m experiment=figure4_megatron`` (Ray and MLflow on, in a temporary folder, cold and
-warm OCS plan store). The two are interleaved in ``--sweep-runs`` rounds: each round times GenZ
+warm OCS plan and compiled-program stores). The two are interleaved in ``--sweep-runs`` rounds: each round times GenZ
 again, then runs the cold and the warm search, so every search is set against a GenZ timing
 taken a minute before it (this host's speed drifts by up to 2x within minutes); the figures are
 the medians of the rounds and the median of the rounds' ratios. ``--no-sweep`` skips the
@@ -141,15 +141,15 @@ def time_gxnet(points, repeats: int) -> dict:
 
 def search_round() -> dict[str, float]:
     """Wall seconds of ``gx search -m experiment=figure4_megatron`` with Ray and MLflow on, in a
-    fresh folder with a fresh MLflow store: "cold" with an empty OCS plan store, then "warm", the
-    same search again with the plan store the cold run left (a re-run)."""
+    fresh folder with a fresh MLflow store: "cold" with empty OCS plan and compiled-program stores,
+    then "warm", the same search again with the stores the cold run left (a re-run)."""
     from benchmarks.search_sweep import wait_for_report
 
     walls: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for kind in ("cold", "warm"):
             env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{tmp}/{kind}-mlflow.db", GX_TRACKING="true",
-                       GX_PLAN_STORE=f"{tmp}/plan-store")
+                       GX_PLAN_STORE=f"{tmp}/plan-store", GX_PROGRAM_STORE=f"{tmp}/program-store")
             cmd = [sys.executable, "-m", "pipelines.search", "-m", "experiment=figure4_megatron",
                    "tracking=mlflow", f"hydra.sweep.dir={tmp}/{kind}-sweep"]
             t0 = time.perf_counter()

@@ -107,7 +107,8 @@ def timed_sweep(code: Path, experiment: str, tmp: Path, tracking: bool, store: P
     run_dir = Path(tempfile.mkdtemp(dir=tmp))
     env = {k: v for k, v in os.environ.items() if k not in ("GX_PLAN_STORE", "MLFLOW_TRACKING_URI")}
     env.update(PYTHONPATH=str(code), MLFLOW_TRACKING_URI=f"sqlite:///{run_dir}/mlflow.db",
-               GX_PLAN_STORE=str(store) if store is not None else "off")
+               GX_PLAN_STORE=str(store) if store is not None else "off",  # compiled programs go with the plans
+               GX_PROGRAM_STORE=f"{store}-programs" if store is not None else "off")
     cmd = [sys.executable, "-m", "pipelines.search", "-m", f"experiment={experiment}",
            f"tracking.enabled={str(tracking).lower()}", f"hydra.sweep.dir={run_dir / 'sweep'}"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -135,7 +136,8 @@ def compare_variants(variants: list[str], experiment: str, repeats: int) -> None
             for v in variants:
                 run_dir = Path(tempfile.mkdtemp(dir=tmp))
                 env = {k: x for k, x in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-                env.update(GX_PLAN_STORE=str(run_dir / "plans"), MLFLOW_TRACKING_URI=f"sqlite:///{run_dir}/mlflow.db")
+                env.update(GX_PLAN_STORE=str(run_dir / "plans"), GX_PROGRAM_STORE=str(run_dir / "programs"),
+                           MLFLOW_TRACKING_URI=f"sqlite:///{run_dir}/mlflow.db")
                 cmd = [sys.executable, "-m", "pipelines.search", "-m", f"experiment={experiment}",
                        f"hydra.sweep.dir={run_dir / 'sweep'}", *v.split()]
                 t0 = time.perf_counter()
@@ -190,6 +192,7 @@ def compare(ref: str, after_ref: str, experiment: str, repeats: int, tracking: b
               f"{repeats} run(s) each, alternating", flush=True)
         for r in range(repeats):
             shutil.rmtree(store, ignore_errors=True)
+            shutil.rmtree(f"{store}-programs", ignore_errors=True)
             for key, code, st in (("before", before, None), ("cold", after, store), ("warm", after, store)):
                 walls[key].append(timed_sweep(code, experiment, tmp, tracking, st))
                 w, c = walls[key][-1]
@@ -246,7 +249,8 @@ def compare_cells(ref: str, after_ref: str, repeats: int, cells=CELLS) -> None:
 
         def cells_run(key: str) -> list[dict]:
             tree = "before" if key == "before" else "after"
-            env = dict(os.environ, PYTHONPATH=str(trees[tree]), GX_PLAN_STORE=str(stores[key]))
+            env = dict(os.environ, PYTHONPATH=str(trees[tree]), GX_PLAN_STORE=str(stores[key]),
+                       GX_PROGRAM_STORE=f"{stores[key]}-programs")
             proc = subprocess.run([sys.executable, __file__, "--cell-worker", *cells], cwd=trees[tree],
                                   capture_output=True, text=True, env=env)
             if proc.returncode:
@@ -256,6 +260,7 @@ def compare_cells(ref: str, after_ref: str, repeats: int, cells=CELLS) -> None:
         cells_run("before"), cells_run("warm")  # fill each tree's store (untimed)
         for r in range(repeats):
             shutil.rmtree(stores["cold"], ignore_errors=True)
+            shutil.rmtree(f"{stores['cold']}-programs", ignore_errors=True)
             for key in ("before", "cold", "warm"):
                 runs[key].append(cells_run(key))
                 print(f"  run {r + 1}: {label[key]:<34} CPU {sum(c['cpu_s'] for c in runs[key][-1]):7.1f} s", flush=True)

@@ -51,7 +51,8 @@ def run_once(tree: Path, pipeline: str, args: list[str], work: Path, timeout_s: 
         shutil.rmtree(work)
     work.mkdir(parents=True)
     env = dict(os.environ, PYTHONPATH=str(tree), GX_TRACKING="true", GX_PLAN_STORE=str(work / "plans"),
-               MLFLOW_TRACKING_URI=f"sqlite:///{work / 'mlflow.db'}", **(env_extra or {}))  # fresh plan store
+               GX_PROGRAM_STORE=str(work / "programs"), MLFLOW_TRACKING_URI=f"sqlite:///{work / 'mlflow.db'}",
+               **(env_extra or {}))  # fresh plan and program stores
     env.pop("RAY_ADDRESS", None)
     cmd = [PY, "-m", f"pipelines.{pipeline}", "-m", *args, f"hydra.sweep.dir={work / 'multi'}"]
     t0, t0_epoch = time.perf_counter(), time.time()

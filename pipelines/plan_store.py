@@ -16,49 +16,33 @@ the project folder. ``attach_default_plan_store()`` hands it to the planner
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import tempfile
-from functools import lru_cache
-from pathlib import Path
 
-from pipelines.cache_dirs import cache_dir
+from pipelines.cache_dirs import KeyedFiles, cache_dir, read_json, source_fingerprint, write_json_atomic
 
-ROOT = Path(__file__).resolve().parent.parent
 ENV = "GX_PLAN_STORE"
 
 
-@lru_cache(maxsize=1)  # explicit keyed cache of one value: the source does not change in a process
 def planner_fingerprint() -> str:
     """SHA-256 (16 hex digits) over the source files the planner's answers depend on."""
-    h = hashlib.sha256()
-    for package in ("fabrics/planner", "collectives"):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            h.update(str(path.relative_to(ROOT)).encode())
-            h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+    return source_fingerprint("fabrics/planner", "collectives")
 
 
-class PlanStore:
+class PlanStore(KeyedFiles):
     """``fabrics.planner.PlanStore`` on a folder; counts its hits, misses and writes."""
 
     def __init__(self, root: str | os.PathLike, code: str | None = None):
-        self.root = Path(root) / (code or planner_fingerprint())
-        self.hits = self.misses = self.writes = 0
-
-    def path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.json"
+        super().__init__(root, code or planner_fingerprint())
 
     def load(self, key: str):
         from fabrics.planner.record import plan_from_record
 
+        record = read_json(self.path(key))
         try:
-            plan = plan_from_record(json.loads(self.path(key).read_text()))
-        except (OSError, ValueError):  # absent, unreadable, truncated or of another shape
-            self.misses += 1
-            return None
-        if plan.request_hash != key:  # a file moved or edited by hand
+            plan = None if record is None else plan_from_record(record)
+        except (ValueError, KeyError, TypeError):  # a file of another shape
+            plan = None
+        if plan is None or plan.request_hash != key:  # absent, unreadable, or moved or edited by hand
             self.misses += 1
             return None
         self.hits += 1
@@ -67,22 +51,8 @@ class PlanStore:
     def save(self, key: str, plan) -> None:
         from fabrics.planner.record import plan_record
 
-        path = self.path(key)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:8]}.", suffix=".tmp")
-            with os.fdopen(fd, "w") as f:  # dumps, not dump: one C-encoded string, not chunks from the Python encoder
-                f.write(json.dumps(plan_record(plan), separators=(",", ":")))
-            os.replace(tmp, path)
-            self.writes += 1
-        except OSError:  # a read-only or full disk: the plan is still used, just not kept
-            try:
-                os.unlink(tmp)
-            except (OSError, UnboundLocalError):
-                pass
-
-    def stats(self) -> dict:
-        return {"hits": self.hits, "misses": self.misses, "writes": self.writes}
+        # a read-only or full disk: the plan is still used, just not kept
+        self.writes += write_json_atomic(self.path(key), plan_record(plan))
 
 
 def default_plan_store() -> PlanStore | None:
