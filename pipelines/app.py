@@ -73,9 +73,6 @@ def gx_main(config_name: str, *, track: bool = True) -> Callable[[Callable], Cal
         def _main(cfg) -> None:
             out_dir = Path(HydraConfig.get().runtime.output_dir)
             tracker = run_guarded(lambda: single_run_tracker(cfg), out_dir) if track else None  # store probed first
-            from pipelines.program_store import attach_default_program_store
-
-            attach_default_program_store()  # compiled decode programs kept between runs (pipelines/program_store.py)
             outcome = run_guarded(lambda: fn(cfg), out_dir)
             results, artifacts = outcome if isinstance(outcome, tuple) else (outcome, None)
             write_outputs(out_dir, results, artifacts)

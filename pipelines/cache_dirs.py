@@ -66,11 +66,19 @@ def write_json_atomic(path: Path, value) -> bool:
 
 class KeyedFiles:
     """One JSON file per key, ``<root>/<code>/<key[:2]>/<key>.json``, ``code`` the fingerprint of
-    the code whose answers they hold; counts hits, misses and writes (a store's ``stats``)."""
+    the code whose answers they hold (a string, or a function computing it when a file is first
+    wanted: a process that never reads the store never hashes the source); counts hits, misses
+    and writes (a store's ``stats``)."""
 
-    def __init__(self, root: str | os.PathLike, code: str):
-        self.root = Path(root) / code
+    def __init__(self, root: str | os.PathLike, code):
+        self._base, self._code, self._root = Path(root), code, None
         self.hits = self.misses = self.writes = 0
+
+    @property
+    def root(self) -> Path:
+        if self._root is None:
+            self._root = self._base / (self._code if isinstance(self._code, str) else self._code())
+        return self._root
 
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"

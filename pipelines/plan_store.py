@@ -32,7 +32,7 @@ class PlanStore(KeyedFiles):
     """``fabrics.planner.PlanStore`` on a folder; counts its hits, misses and writes."""
 
     def __init__(self, root: str | os.PathLike, code: str | None = None):
-        super().__init__(root, code or planner_fingerprint())
+        super().__init__(root, code or planner_fingerprint)
 
     def load(self, key: str):
         from fabrics.planner.record import plan_from_record

@@ -43,6 +43,9 @@ def ep_deployment(cfg: Any, *, ep: int | None = None):
         from pipelines.file_checks import read_array
 
         routing = replace(routing, trace=read_array(routing.trace_path, "routing.trace_path"))
+    from pipelines.program_store import attach_default_program_store
+
+    attach_default_program_store()  # the phase compiles its family's program: kept between processes
     return EpDeployment(model=model_spec(cfg), accelerator=accelerator_spec(cfg),
                         ep=ep if ep is not None else positive_int(cfg["ep"], "ep"), phase=phase,
                         routing=routing,

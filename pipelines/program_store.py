@@ -32,17 +32,17 @@ ENV = "GX_PROGRAM_STORE"
 
 @lru_cache(maxsize=1)  # explicit keyed cache of one value: neither changes in a process
 def compiler_fingerprint() -> str:
-    import sympy
+    from importlib.metadata import version  # not ``import sympy``: 0.4 s in a process that never compiles
 
     code = source_fingerprint("gxnet", "collectives", "fabrics")
-    return f"{code}-sympy{sympy.__version__}-py{sys.version_info[0]}{sys.version_info[1]}"
+    return f"{code}-sympy{version('sympy')}-py{sys.version_info[0]}{sys.version_info[1]}"
 
 
 class ProgramStore(KeyedFiles):
     """``gxnet.compile.ProgramStore`` on a folder; counts its hits, misses and writes."""
 
     def __init__(self, root: str | os.PathLike, code: str | None = None):
-        super().__init__(root, code or compiler_fingerprint())
+        super().__init__(root, code or compiler_fingerprint)
 
     def load(self, key: str) -> dict | None:
         record = read_json(self.path(key))
@@ -58,7 +58,9 @@ class ProgramStore(KeyedFiles):
 
 def attach_default_program_store() -> ProgramStore | None:
     """Attach ``$GX_PROGRAM_STORE`` (default ``.gxnet-cache/programs``) to ``gxnet.compile``
-    unless a store is attached already (then keep it)."""
+    unless a store is attached already (then keep it). Called where pipelines build deployments
+    (``pipelines.specs``, the prefill phase), which import gxnet anyway: a process that never
+    builds one (``gx alltoallv``, ``gx collective``) never imports the compiler for it."""
     from gxnet.compile import attach_program_store
 
     current = attach_program_store(None)

@@ -104,6 +104,9 @@ def engine_spec(cfg: Any, accelerator):
 
 
 def _deployment_kwargs(cfg: Any, batch: int | None, parallel_of) -> dict:
+    from pipelines.program_store import attach_default_program_store
+
+    attach_default_program_store()  # a deployment compiles its family's program: kept between processes
     accelerator = accelerator_spec(cfg)
     kwargs = dict(
         model=model_spec(cfg),

@@ -189,9 +189,6 @@ def _point_outcomes(pipeline: str, cfgs: list[dict], timeout_s: float | None, ar
     from pipelines.collector import pace_collector
 
     pace_collector()  # a worker's memo tables grow for the whole sweep (pipelines/collector.py)
-    from pipelines.program_store import attach_default_program_store
-
-    attach_default_program_store()  # a worker loads the decode programs another process compiled
     # a dotted name is a module of its own (a test pipeline); the others live in pipelines/
     module = importlib.import_module(pipeline if "." in pipeline else f"pipelines.{pipeline}")
     task = module.main.task
