@@ -9,7 +9,7 @@ evaluation time. Cached with an explicit, keyed ``lru_cache`` (all keys are froz
 Compiling costs 0.3-0.8 s per family, every process again. A caller may attach a
 ``ProgramStore`` (``attach_program_store``; ``pipelines.program_store`` keeps one on disk, keyed
 by the source of the code that compiles): a program is then kept as plain data -- its slots and
-the lambdified function's Python source, which reads only ``math`` and builtins -- and a later
+the lambdified function's Python source, which reads only ``math`` and a few builtins -- and a later
 process executes that source instead of compiling. The symbolic graph is rebuilt only when
 asked for (``CompiledProgram.graph``).
 """
@@ -204,8 +204,9 @@ def _global_names(code) -> set[str]:
 
 
 def program_record(prog: CompiledProgram, spec: str) -> dict | None:
-    """``prog`` as plain data, or None when its function reads anything but ``math`` and builtins
-    (then it is not kept: executing its source elsewhere would not give the same function)."""
+    """``prog`` as plain data, or None when its function reads anything but ``math`` and
+    ``_BUILTINS`` (then it is not kept: executing its source elsewhere might not give the same
+    function)."""
     fn = prog.evaluate
     if not _reads_only(fn.__code__, _math_namespace(), fn.__globals__):
         return None
