@@ -72,7 +72,7 @@ int main(int argc, char **argv) { long n = argc > 1 ? atol(argv[1]) / 8 : 0;
 
 
 def planning_loop():
-    """The compiled loop bound to the 16-GPU planner, and a call of it on the issue's demand."""
+    """The compiled loop bound to the 16-GPU planner, and a call of it on the `gx alltoallv` demand."""
     kernel = load_kernel()
     if kernel is None:
         sys.exit("error: the compiled VarioPath loop is not built (pip install -e .)")

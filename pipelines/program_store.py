@@ -8,7 +8,7 @@ stored program loads in a few milliseconds. One JSON file per family:
 them in full and is used only when they match) and ``code`` a fingerprint of the source of
 ``gxnet``, ``collectives`` and ``fabrics`` with the SymPy and Python versions, so changed code
 never reads an older program. A record holds the program's slots and the Python source of its
-evaluation function, which reads only ``math`` and builtins and is executed when loaded -- the
+evaluation function, which reads only ``math`` and a few builtins and is executed when loaded -- the
 store is trusted as ``__pycache__`` is: keep it in a folder only you write. Files are written
 atomically; one that cannot be read or rebuilt is ignored and compiled again (then
 overwritten). Deleting the folder is always safe.

@@ -6,18 +6,21 @@ from __future__ import annotations
 
 import ctypes
 import platform
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from collectives.alltoallv.catalog import build_catalog
-from collectives.alltoallv.kernel import Kernel, load_kernel
-from collectives.alltoallv.variopath import VarioPathParams, VarioPathPlanner
-from collectives.alltoallv.workloads import zipf
-from fabrics.pcie.paths import channel_topology
-from pipelines.kernel_build import build_kernel
-from pipelines.network import pcie_cluster
-from pipelines.specs import plain
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from variopath_reference_cases import topology  # noqa: E402
+
+from collectives.alltoallv.catalog import build_catalog  # noqa: E402
+from collectives.alltoallv.kernel import Kernel, load_kernel  # noqa: E402
+from collectives.alltoallv.variopath import VarioPathParams, VarioPathPlanner  # noqa: E402
+from collectives.alltoallv.workloads import zipf  # noqa: E402
+from pipelines.kernel_build import build_kernel  # noqa: E402
 
 PHASES = 10  # VP_PHASES of variopath_kernel.c
 AA, REUSED, WEIGHTS, EVALUATE = 4, 7, 1, 5
@@ -38,10 +41,7 @@ def test_phase_probes_count_every_activation_and_plan_the_same(tmp_path):
     lib = ctypes.CDLL(str(so))
     fn = lib.vp_plan_packed
     fn.restype, fn.argtypes = ctypes.c_int64, [ctypes.POINTER(ctypes.c_void_p)]
-    import yaml
-    from pipelines.app import CONF_DIR
-
-    topo = channel_topology(pcie_cluster(plain(yaml.safe_load(open(f"{CONF_DIR}/platform/r5080_bf3.yaml"))), 1))
+    topo = topology("r5080_bf3", 1)
     cat = build_catalog(topo)
     demand = zipf(topo.n_ranks, 2**30, 0.6, 0).astype(np.float64)
     probed, dp = _bound(fn, VarioPathPlanner(topo, cat, VarioPathParams()))
