@@ -13,8 +13,17 @@ reads of 64 KiB / 1 MiB / 16 MiB and a 1 MiB write (bandwidth of each level).
 to the other CPU (an integer spin, or a 1 MiB / 16 MiB stream): whether our own second vCPU is
 what slows it.
 
+``--window`` measures how much of the core's out-of-order machinery this vCPU has, beside the
+loop: two independent pointer chases through 64 MiB (cache misses) with N no-ops (or N stores)
+after each load. While both misses fit in the reorder buffer (the store buffer) together they
+overlap and an iteration costs about one miss; past its size they serialize and the cost jumps.
+Intel cores split both buffers in half while the sibling hyperthread runs, so the knee moving
+from N ≈ size to N ≈ size / 2 in the loop's slow rounds says another thread shares the physical
+core. x86-64 only.
+
     .venv/bin/python benchmarks/host_state.py [--seconds 90]
     .venv/bin/python benchmarks/host_state.py --sibling [--rounds 8]
+    .venv/bin/python benchmarks/host_state.py --window [--seconds 60]
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import platform
 import shlex
 import statistics
 import subprocess
@@ -157,15 +167,98 @@ def sibling(tmp: Path, rounds: int, seconds: float) -> None:
         print(f"{r + 1:>5} " + " ".join(f"{v:14.0f}" for v in row), flush=True)
 
 
+# --window: no-ops (reorder buffer entries) and stores (store buffer entries) after each of two
+# independent missing loads; the sizes bracket Golden Cove's 512 / 114 entries and their halves
+WINDOW_NOPS = (16, 48, 96, 144, 192, 240, 288, 336, 400, 480, 560)
+WINDOW_STORES = (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 120)
+WINDOW_ITERATIONS = 2000
+
+
+def window_source() -> str:
+    """C functions nops_N / stores_N: ns per iteration of the two chases with N fillers after each load."""
+    head = ["#include <time.h>",
+            "static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); "
+            "return t.tv_sec * 1e9 + t.tv_nsec; }"]
+    fillers = [("nops", n, "nop", "") for n in WINDOW_NOPS] + \
+              [("stores", n, "movq %%rax, (%0)", ' :: "r"(buf) : "memory"') for n in WINDOW_STORES]
+    body = []
+    for kind, n, op, operands in fillers:
+        fill = f'__asm__ volatile(".rept {n}\\n {op}\\n .endr"{operands});'
+        body.append(f"double {kind}_{n}(void **pa, void **pb, long it, long *buf) {{ void *a = *pa, *b = *pb; "
+                    f"(void)buf; double t0 = now(); for (long i = 0; i < it; i++) {{ a = *(void **)a; {fill} "
+                    f"b = *(void **)b; {fill} }} *pa = a; *pb = b; return (now() - t0) / it; }}")
+    return "\n".join(head + body) + "\n"
+
+
+def chase_ring(nbytes: int, seed: int = 1) -> tuple[np.ndarray, int, int]:
+    """A random cyclic pointer chain over ``nbytes``, one pointer per 64-byte line; two starts half a ring apart."""
+    lines = nbytes // 64
+    order = np.random.default_rng(seed).permutation(lines)
+    ring = np.zeros(lines * 8, dtype=np.uint64)
+    nxt = np.empty(lines, dtype=np.int64)
+    nxt[order] = np.roll(order, -1)
+    base = ring.ctypes.data
+    ring[::8] = base + nxt.astype(np.uint64) * 64
+    return ring, base + int(order[0]) * 64, base + int(order[lines // 2]) * 64
+
+
+def knee(sizes, ns) -> str:
+    """The first size whose iteration costs 1.5x the smallest size's, as 'between A and B'."""
+    for k in range(1, len(sizes)):
+        if ns[k] > 1.5 * ns[0]:
+            return f"{sizes[k - 1]}-{sizes[k]}"
+    return f"> {sizes[-1]}"
+
+
+def window(tmp: Path, seconds: float) -> None:
+    if platform.machine() not in ("x86_64", "AMD64"):
+        sys.exit("error: --window needs an x86-64 CPU (its probes are x86 no-ops and stores)")
+    src = tmp / "window.c"
+    src.write_text(window_source())
+    so = build_kernel(tmp / "window.so", source=src)
+    if so is None:
+        sys.exit("error: could not compile the window probes (a C compiler is needed)")
+    lib = ctypes.CDLL(str(so))
+    names = [f"nops_{n}" for n in WINDOW_NOPS] + [f"stores_{n}" for n in WINDOW_STORES]
+    fns = [getattr(lib, name) for name in names]
+    for fn in fns:
+        fn.restype = ctypes.c_double
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p]
+    ring, a0, b0 = chase_ring(64 << 20)
+    pa, pb = ctypes.c_void_p(a0), ctypes.c_void_p(b0)
+    scratch = np.zeros(8, dtype=np.int64)
+    plan = planning_loop()
+    rows, end = [], time.time() + seconds
+    while time.time() < end:
+        rows.append([timed_us(plan)] + [fn(ctypes.byref(pa), ctypes.byref(pb), WINDOW_ITERATIONS, scratch.ctypes.data)
+                                        for fn in fns])
+    a = np.array(rows)
+    fast_cut, slow_cut = np.quantile(a[:, 0], [0.25, 0.75])
+    fast, slow = np.median(a[a[:, 0] <= fast_cut], axis=0), np.median(a[a[:, 0] >= slow_cut], axis=0)
+    print(f"{len(a)} rounds in {seconds:.0f} s; the loop {fast[0]:.0f} us in its fastest quartile of rounds, "
+          f"{slow[0]:.0f} us in its slowest; ns per iteration (two missing loads, N fillers after each):")
+    print(f"{'fillers':>16} {'fast':>8} {'slow':>8}")
+    for i, name in enumerate(names):
+        print(f"{name.replace('_', ' x '):>16} {fast[i + 1]:8.1f} {slow[i + 1]:8.1f}")
+    nops, stores = slice(1, 1 + len(WINDOW_NOPS)), slice(1 + len(WINDOW_NOPS), None)
+    print(f"reorder buffer knee (no-ops): fast {knee(WINDOW_NOPS, fast[nops])}, slow {knee(WINDOW_NOPS, slow[nops])}")
+    print(f"store buffer knee (stores):   fast {knee(WINDOW_STORES, fast[stores])}, "
+          f"slow {knee(WINDOW_STORES, slow[stores])}")
+    del ring  # the chains point into it until here
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=90.0, help="probe rounds for this long")
     ap.add_argument("--sibling", action="store_true", help="the loop alone and beside a busy process on the other CPU")
     ap.add_argument("--rounds", type=int, default=8, help="--sibling: rounds of the four modes")
+    ap.add_argument("--window", action="store_true", help="the reorder and store buffers this vCPU has, beside the loop")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if args.sibling:
             sibling(Path(tmp), args.rounds, 1.2)
+        elif args.window:
+            window(Path(tmp), args.seconds)
         else:
             probes(Path(tmp), args.seconds)
 

@@ -18,7 +18,8 @@ with extra compiler flags against the default build the same way, e.g. the SIMD 
 (``avx2=-DVP_NO_AVX512``, ``sse2=-DVP_NO_AVX512,-DVP_NO_AVX2``) or ``native=-march=native``;
 ``--windows K`` also prints the medians of every K consecutive pairs (how a slow state of the
 host moves each build). ``--phases`` builds the loop with ``-DVP_PHASE_TICKS`` and prints where a
-plan's time-stamp-counter ticks go, phase by phase:
+plan's time-stamp-counter ticks go, phase by phase, and how each phase differs between the
+fastest and the slowest quartile of plans:
 
     .venv/bin/python benchmarks/variopath_kernel_pairs.py --variant avx2=-DVP_NO_AVX512 --nodes 2 --windows 300
     .venv/bin/python benchmarks/variopath_kernel_pairs.py --phases --nodes 2
@@ -122,26 +123,43 @@ def build_variants(variants: list[str], tmp: Path) -> list[tuple[str, Path]]:
 
 
 def phase_ticks(tmp: Path, topo, cat, preset_name: str, demand, calls: int) -> None:
-    """Where the loop's ticks go: the -DVP_PHASE_TICKS build, ``calls`` plans of ``demand``."""
+    """Where the loop's ticks go: the -DVP_PHASE_TICKS build, ``calls`` plans of ``demand``, read
+    plan by plan; each phase also in the fastest and the slowest quartile of plans (by wall time),
+    which says what a slow state of the host moves."""
     so = build_kernel(tmp / "ticks.so", flags=("-DVP_PHASE_TICKS",))
     if so is None:
         sys.exit(f"error: could not compile {SOURCE} with -DVP_PHASE_TICKS")
     lib = ctypes.CDLL(str(so))
     if not hasattr(lib, "vp_phase_ticks"):
         sys.exit("error: this host's build has no phase probes (they need x86-64's time-stamp counter)")
-    out = (ctypes.c_ulonglong * (2 * len(PHASES)))()
+    n = len(PHASES)
+    out = (ctypes.c_ulonglong * (2 * n))()
     bound, dp = bound_loop(loop_of(so), topo, cat, preset_name)
     bound(dp.copy(), demand.copy())
     lib.vp_phase_ticks(out)  # reset after a warm-up plan
-    for _ in range(calls):
-        bound(dp.copy(), demand.copy())
-    lib.vp_phase_ticks(out)
-    ticks, counts = list(out[:len(PHASES)]), list(out[len(PHASES):])
-    total = sum(ticks)
-    print(f"  {topo.n_ranks} GPUs: {total / calls / 1e3:.1f} k ticks per plan ({calls} plans); by phase:")
-    for k in sorted(range(len(PHASES)), key=lambda k: -ticks[k]):
-        print(f"    {PHASES[k]:<28} {ticks[k] / total * 100:5.1f} %  {counts[k] / calls:6.1f} per plan  "
-              f"{ticks[k] / max(1, counts[k]):8.0f} ticks each")
+    ticks, counts, wall = np.zeros((calls, n)), np.zeros(n), np.zeros(calls)
+    for c in range(calls):
+        d, rem = dp.copy(), demand.copy()
+        t0 = time.perf_counter()
+        bound(d, rem)
+        wall[c] = time.perf_counter() - t0
+        lib.vp_phase_ticks(out)
+        ticks[c] = out[:n]
+        counts += out[n:]
+    total = ticks.sum(axis=1)
+    fast_cut, slow_cut = np.quantile(wall, [0.25, 0.75])
+    fast, slow = np.median(ticks[wall <= fast_cut], axis=0), np.median(ticks[wall >= slow_cut], axis=0)
+    extra = slow.sum() - fast.sum()
+    print(f"  {topo.n_ranks} GPUs: {total.mean() / 1e3:.1f} k ticks per plan ({calls} plans); by phase, and the "
+          f"medians of the fastest / slowest quartile of plans ({np.median(wall[wall <= fast_cut]) * 1e6:.0f} / "
+          f"{np.median(wall[wall >= slow_cut]) * 1e6:.0f} us):")
+    print(f"    {'phase':<28} {'share':>7} {'per plan':>8} {'ticks each':>10} {'fast k':>7} {'slow k':>7} "
+          f"{'slow/fast':>9} {'of the gap':>10}")
+    for k in sorted(range(n), key=lambda k: -ticks[:, k].sum()):
+        gap = f"{(slow[k] - fast[k]) / extra * 100:9.1f}%" if extra > 0 else f"{'-':>10}"
+        print(f"    {PHASES[k]:<28} {ticks[:, k].sum() / total.sum() * 100:6.1f}% {counts[k] / calls:8.1f} "
+              f"{ticks[:, k].sum() / max(1, counts[k]):10.0f} {fast[k] / 1e3:7.1f} {slow[k] / 1e3:7.1f} "
+              f"{slow[k] / max(fast[k], 1.0):9.2f} {gap}")
 
 
 def main() -> None:
