@@ -6,6 +6,9 @@ this prints, measured on the tuning seeds of collectives/alltoallv/tuning.py onl
 - ``quality``: mean and minimum of MILP completion / preset completion (%) over one and two
   R5080-BF3 nodes, Zipf s = 0.6 ... 1.2, 32 MiB per source, both timed by the flow-level
   evaluator -- the instances of ``benchmarks/alltoallv_planning.py --quality``;
+- ``2/sw``: mean quality on the R5080-BF3 variant with two GPUs per switch (4-GPU nodes, one and
+  two nodes, Zipf s = 0.6, the same seeds) -- the topology where fewer AA starts and stronger
+  pressure lose most (tests/validation/test_variopath_quality.py bounds the default there);
 - ``O/C``: steady planning over modelled communication at 16 GPUs on the case the
   ``gx alltoallv platform=r5080_bf3 nodes=2 workload=zipf workload.bytes_per_rank=1GiB
   scheduler=variopath`` command reports (Zipf s = 0.6, seed 0, 1 GiB per source): the median of
@@ -58,6 +61,8 @@ GRIDS = {
     # the cheap end with more AA starts and wider beams
     "starts": dict(n_start=(16, 24), shape_beam=(1, 2, 3), k_target_per_rank=(3.0, 4.0),
                    coarse_rounds_per_rank=(0.75, 1.0), reuse=(8,), reuse_floor=(0.8, 0.9)),
+    # the pressure weights with fewer AA starts: more quality per start on four GPUs per switch?
+    "pressure": dict(rank_pressure=(8.0, 12.0, 16.0, 24.0, 32.0), pressure_power=(4, 6, 8, 12), n_start=(4, 6, 8, 10)),
     # less work per activation: shape candidates (how many, how often all shapes are scored), warm
     # AA starts with fewer starts and sweeps, early stop of starts
     "work": dict(shape_candidates=(0, 8, 16, 24), shape_rescore=(4, 8, 12, 16), warm_starts=(0, 1),
@@ -76,7 +81,22 @@ def topologies() -> dict:
     return {nodes: channel_topology(pcie_cluster(platform, nodes)) for nodes in tuning.NODES}
 
 
-def instances(split: str):
+TWO_PER_SWITCH_NODES, TWO_PER_SWITCH_SKEW = (1, 2), 0.6  # the validation test's instances, on other seeds
+
+
+def two_per_switch_topologies() -> dict:
+    """The R5080-BF3 variant with 4-GPU nodes, two GPUs under each switch (the validation test's)."""
+    platform = yaml.safe_load((ROOT / "conf" / "platform" / "r5080_bf3.yaml").read_text())
+    platform = dict(platform, gpus_per_node=4, gpus={"sw0": [0, 1], "sw1": [2, 3]})
+    return {f"2sw{nodes}": channel_topology(pcie_cluster(platform, nodes)) for nodes in TWO_PER_SWITCH_NODES}
+
+
+def instances(split: str, two_per_switch: bool = False):
+    if two_per_switch:
+        for nodes in TWO_PER_SWITCH_NODES:
+            for seed in SPLITS[split]:
+                yield f"2sw{nodes}", TWO_PER_SWITCH_SKEW, seed
+        return
     for nodes in tuning.NODES:
         for skew in tuning.SKEWS:
             for seed in SPLITS[split]:
@@ -84,10 +104,12 @@ def instances(split: str):
 
 
 def milp_optima(topos: dict, split: str, cache: Path) -> dict:
-    """(nodes, skew, seed) -> certified MILP completion (s), cached across runs."""
+    """(nodes, skew, seed) -> certified MILP completion (s), cached across runs; ``topos`` holds
+    both platforms (``topologies`` and ``two_per_switch_topologies``)."""
     known = json.loads(cache.read_text()) if cache.exists() else {}
     milps = {}
-    for nodes, skew, seed in instances(split):
+    wanted = list(instances(split)) + list(instances(split, two_per_switch=True))
+    for nodes, skew, seed in wanted:
         key = f"{nodes}/{skew}/{seed}"
         if key in known:
             continue
@@ -99,8 +121,7 @@ def milp_optima(topos: dict, split: str, cache: Path) -> dict:
         known[key] = evaluate(plan, t.capacity_Bps).completion_s
         cache.write_text(json.dumps(known, indent=0, sort_keys=True))
         print(f"  MILP {key}: {known[key] * 1e3:.3f} ms", file=sys.stderr, flush=True)
-    return {k: v for k, v in known.items() if tuple(k.split("/")) in
-            {(str(n), str(s), str(e)) for n, s, e in instances(split)}}
+    return {k: v for k, v in known.items() if tuple(k.split("/")) in {(str(n), str(s), str(e)) for n, s, e in wanted}}
 
 
 def quality(topos: dict, params: dict, split: str, optima: dict) -> list[float]:
@@ -113,6 +134,17 @@ def quality(topos: dict, params: dict, split: str, optima: dict) -> list[float]:
             for seed in SPLITS[split]:
                 d = zipf(t.n_ranks, tuning.BYTES_PER_RANK, skew, seed)
                 out.append(optima[f"{nodes}/{skew}/{seed}"] / evaluate(planner.plan(d), t.capacity_Bps).completion_s)
+    return out
+
+
+def two_per_switch_quality(topos: dict, params: dict, split: str, optima: dict) -> list[float]:
+    """MILP completion / preset completion on the two-GPUs-per-switch instances of the split."""
+    out, planners = [], {}
+    for key, skew, seed in instances(split, two_per_switch=True):
+        t = topos[key]
+        planner = planners.setdefault(key, make_scheduler("variopath", t, params))
+        d = zipf(t.n_ranks, tuning.BYTES_PER_RANK, skew, seed)
+        out.append(optima[f"{key}/{skew}/{seed}"] / evaluate(planner.plan(d), t.capacity_Bps).completion_s)
     return out
 
 
@@ -149,7 +181,7 @@ def candidates(args) -> list[tuple[str, dict]]:
     return [(args.grid, base_preset(args.grid))]
 
 
-def pareto(paths: list[str], target_quality: float = 0.99, target_oc: float = 0.01) -> None:
+def pareto(paths: list[str], target_quality: float = 0.99, target_oc: float = 0.01, two_per_switch: float = 0.98) -> None:
     """The non-dominated rows (higher mean quality, lower steady CPU O/C) of earlier ``--json`` runs."""
     rows = [json.loads(line) for p in paths for line in Path(p).read_text().splitlines() if line.strip()]
     rows = [r for r in rows if "cpu_s" in r]
@@ -158,13 +190,17 @@ def pareto(paths: list[str], target_quality: float = 0.99, target_oc: float = 0.
     front = [r for r in rows if not any(o["mean"] >= r["mean"] and o["oc"] <= r["oc"] and
                                         (o["mean"] > r["mean"] or o["oc"] < r["oc"]) for o in rows)]
     print(f"Pareto front of {len(rows)} presets ({r['split'] if rows else '-'} seeds): mean % of MILP vs steady CPU O/C")
-    print(f"{'mean %':>7} {'min %':>6} | {'acts':>4} {'CPU us':>7} {'O/C CPU':>7} {'O/C wall':>8} | preset")
+    print(f"{'mean %':>7} {'min %':>6} {'2/sw %':>6} | {'acts':>4} {'CPU us':>7} {'O/C CPU':>7} {'O/C wall':>8} | preset")
     for r in sorted(front, key=lambda r: r["oc"]):
-        print(f"{100 * r['mean']:>7.2f} {100 * r['min']:>6.2f} | {r['acts']:>4} {r['cpu_s'] * 1e6:>7.0f} "
+        two = f"{100 * r['mean_2sw']:>6.2f}" if "mean_2sw" in r else f"{'-':>6}"
+        print(f"{100 * r['mean']:>7.2f} {100 * r['min']:>6.2f} {two} | {r['acts']:>4} {r['cpu_s'] * 1e6:>7.0f} "
               f"{100 * r['oc']:>6.2f}% {100 * r['wall_s'] / r['comm_s']:>7.2f}% | {r['preset']}")
     both = [r for r in rows if r["mean"] >= target_quality and r["oc"] <= target_oc]
     print(f"presets with mean >= {100 * target_quality:.0f} % and O/C <= {100 * target_oc:.0f} %: "
           + (", ".join(r["preset"] for r in both) or "none"))
+    kept = [r for r in both if r.get("mean_2sw", 0.0) >= two_per_switch]
+    print(f"... of them with >= {100 * two_per_switch:.0f} % on two GPUs per switch: "
+          + (", ".join(r["preset"] for r in kept) or "none"))
 
 
 def main() -> None:
@@ -182,27 +218,29 @@ def main() -> None:
     if args.pareto:
         pareto(args.pareto.split(","))
         return
-    topos = topologies()
+    topos = {**topologies(), **two_per_switch_topologies()}
     optima = milp_optima(topos, args.split, Path(args.cache))
     print(f"VarioPath presets on the {args.split} seeds {SPLITS[args.split]}; quality = MILP / preset completion "
           f"(1-2 R5080-BF3 nodes, Zipf {tuning.SKEWS}, {tuning.BYTES_PER_RANK >> 20} MiB per source); O/C = steady "
           f"planning CPU (wall) / modelled communication, 16 GPUs, Zipf 0.6, 1 GiB per source, median of "
           f"{args.repeats}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
-    print(f"{'mean %':>7} {'min %':>6} {'8g %':>6} {'16g %':>6} | {'acts':>4} {'CPU us':>7} {'O/C CPU':>7} "
+    print(f"{'mean %':>7} {'min %':>6} {'8g %':>6} {'16g %':>6} {'2/sw %':>6} | {'acts':>4} {'CPU us':>7} {'O/C CPU':>7} "
           f"{'O/C wall':>8} {'cold':>6} | preset", flush=True)
     for label, params in candidates(args):
         t0 = time.perf_counter()
         r = quality(topos, params, args.split, optima)
         half = len(r) // 2
         row = dict(preset=label, split=args.split, mean=statistics.mean(r), min=min(r),
-                   mean8=statistics.mean(r[:half]), mean16=statistics.mean(r[half:]))
+                   mean8=statistics.mean(r[:half]), mean16=statistics.mean(r[half:]),
+                   mean_2sw=statistics.mean(two_per_switch_quality(topos, params, args.split, optima)))
         if not args.no_steady:
             row.update(steady(topos[2], params, args.repeats))
             oc = f"{row['acts']:>4} {row['cpu_s'] * 1e6:>7.0f} {row['cpu_s'] / row['comm_s'] * 100:>6.2f}% " \
                  f"{row['wall_s'] / row['comm_s'] * 100:>7.2f}% {row['cold_s'] / row['comm_s'] * 100:>5.2f}%"
         else:
             oc = " " * 38
-        print(f"{100 * row['mean']:>7.2f} {100 * row['min']:>6.2f} {100 * row['mean8']:>6.2f} {100 * row['mean16']:>6.2f} | "
+        print(f"{100 * row['mean']:>7.2f} {100 * row['min']:>6.2f} {100 * row['mean8']:>6.2f} {100 * row['mean16']:>6.2f} "
+              f"{100 * row['mean_2sw']:>6.2f} | "
               f"{oc} | {label}  ({time.perf_counter() - t0:.1f} s)", flush=True)
         if args.json:
             with open(args.json, "a") as f:
