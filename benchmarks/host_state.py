@@ -52,7 +52,7 @@ from pipelines.network import pcie_cluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from alltoallv_planning import _platform  # noqa: E402
-from variopath_kernel_pairs import bound_loop  # noqa: E402
+from variopath_kernel_pairs import bound_loop, quartile_medians  # noqa: E402
 
 PROBES_C = r"""
 #include <stdint.h>
@@ -125,13 +125,11 @@ def probes(tmp: Path, seconds: float) -> None:
     while time.time() < end:
         rows.append([timed_us(plan)] + [timed_us(t) for t in tests.values()])
     a = np.array(rows)
-    fast_cut, slow_cut = np.quantile(a[:, 0], [0.25, 0.75])
-    fast, slow = a[a[:, 0] <= fast_cut], a[a[:, 0] >= slow_cut]
+    fast, slow = quartile_medians(a[:, 0], a)
     print(f"{len(a)} rounds in {seconds:.0f} s; medians in the loop's fastest and slowest quartile of rounds (us)")
     print(f"{'':>20} {'fast':>9} {'slow':>9} {'slow/fast':>9}")
     for i, name in enumerate(["VarioPath loop", *tests]):
-        f, s = np.median(fast[:, i]), np.median(slow[:, i])
-        print(f"{name:>20} {f:9.1f} {s:9.1f} {s / f:9.2f}")
+        print(f"{name:>20} {fast[i]:9.1f} {slow[i]:9.1f} {slow[i] / fast[i]:9.2f}")
 
 
 def sibling(tmp: Path, rounds: int, seconds: float) -> None:
@@ -233,8 +231,7 @@ def window(tmp: Path, seconds: float) -> None:
         rows.append([timed_us(plan)] + [fn(ctypes.byref(pa), ctypes.byref(pb), WINDOW_ITERATIONS, scratch.ctypes.data)
                                         for fn in fns])
     a = np.array(rows)
-    fast_cut, slow_cut = np.quantile(a[:, 0], [0.25, 0.75])
-    fast, slow = np.median(a[a[:, 0] <= fast_cut], axis=0), np.median(a[a[:, 0] >= slow_cut], axis=0)
+    fast, slow = quartile_medians(a[:, 0], a)
     print(f"{len(a)} rounds in {seconds:.0f} s; the loop {fast[0]:.0f} us in its fastest quartile of rounds, "
           f"{slow[0]:.0f} us in its slowest; ns per iteration (two missing loads, N fillers after each):")
     print(f"{'fillers':>16} {'fast':>8} {'slow':>8}")

@@ -91,6 +91,13 @@ def pairs(loops, demand, calls: int) -> list[list[float]]:
     return times
 
 
+def quartile_medians(key: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Column medians of ``rows`` over the rows whose ``key`` (a time) lies in its fastest quartile,
+    and over those in its slowest: what a host's slow state moves beside the timed thing."""
+    fast_cut, slow_cut = np.quantile(key, [0.25, 0.75])
+    return np.median(rows[key <= fast_cut], axis=0), np.median(rows[key >= slow_cut], axis=0)
+
+
 # vp_plan's phases under -DVP_PHASE_TICKS (VP_TICK(k) in variopath_kernel.c), in k order
 PHASES = ("reuse attempt failed or none", "weights and credits", "shape scores and beam", "rows' starts",
           "Alternating Algorithm", "EVALUATE", "draining, bookkeeping", "reused activation", "tau",
@@ -147,12 +154,11 @@ def phase_ticks(tmp: Path, topo, cat, preset_name: str, demand, calls: int) -> N
         ticks[c] = out[:n]
         counts += out[n:]
     total = ticks.sum(axis=1)
-    fast_cut, slow_cut = np.quantile(wall, [0.25, 0.75])
-    fast, slow = np.median(ticks[wall <= fast_cut], axis=0), np.median(ticks[wall >= slow_cut], axis=0)
+    fast, slow = quartile_medians(wall, ticks)
+    wall_fast, wall_slow = quartile_medians(wall, wall)
     extra = slow.sum() - fast.sum()
     print(f"  {topo.n_ranks} GPUs: {total.mean() / 1e3:.1f} k ticks per plan ({calls} plans); by phase, and the "
-          f"medians of the fastest / slowest quartile of plans ({np.median(wall[wall <= fast_cut]) * 1e6:.0f} / "
-          f"{np.median(wall[wall >= slow_cut]) * 1e6:.0f} us):")
+          f"medians of the fastest / slowest quartile of plans ({wall_fast * 1e6:.0f} / {wall_slow * 1e6:.0f} us):")
     print(f"    {'phase':<28} {'share':>7} {'per plan':>8} {'ticks each':>10} {'fast k':>7} {'slow k':>7} "
           f"{'slow/fast':>9} {'of the gap':>10}")
     for k in sorted(range(n), key=lambda k: -ticks[:, k].sum()):

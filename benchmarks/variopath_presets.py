@@ -76,8 +76,12 @@ def base_preset(name: str = "variopath") -> dict:
     return p
 
 
+def bf3_platform() -> dict:
+    return yaml.safe_load((ROOT / "conf" / "platform" / "r5080_bf3.yaml").read_text())
+
+
 def topologies() -> dict:
-    platform = yaml.safe_load((ROOT / "conf" / "platform" / "r5080_bf3.yaml").read_text())
+    platform = bf3_platform()
     return {nodes: channel_topology(pcie_cluster(platform, nodes)) for nodes in tuning.NODES}
 
 
@@ -86,8 +90,7 @@ TWO_PER_SWITCH_NODES, TWO_PER_SWITCH_SKEW = (1, 2), 0.6  # the validation test's
 
 def two_per_switch_topologies() -> dict:
     """The R5080-BF3 variant with 4-GPU nodes, two GPUs under each switch (the validation test's)."""
-    platform = yaml.safe_load((ROOT / "conf" / "platform" / "r5080_bf3.yaml").read_text())
-    platform = dict(platform, gpus_per_node=4, gpus={"sw0": [0, 1], "sw1": [2, 3]})
+    platform = dict(bf3_platform(), gpus_per_node=4, gpus={"sw0": [0, 1], "sw1": [2, 3]})
     return {f"2sw{nodes}": channel_topology(pcie_cluster(platform, nodes)) for nodes in TWO_PER_SWITCH_NODES}
 
 

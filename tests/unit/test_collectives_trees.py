@@ -40,7 +40,7 @@ def test_the_busiest_generator_per_sphere_does_not_depend_on_how_the_bits_are_la
     for _ in range(40):
         n = rng.choice((4, 5, 6, 7))
         folds = [m for m in rng.sample(range(3, 1 << n), rng.randint(0, 3)) if m & (m - 1)]
-        topo = CayleyTopology(n_bits=n, generators=tuple(sorted({1 << b for b in range(n)} | set(folds))))
+        topo = with_folds(hypercube(n), folds)
         perm = list(range(n))
         rng.shuffle(perm)
         other = _relabelled(topo, perm)
